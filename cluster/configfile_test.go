@@ -1,0 +1,366 @@
+package cluster
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// goodRules is a valid rules list the tests append to.
+const goodRules = `rules:
+  - name: api
+    count: 10
+    time_window: 10
+    sync_interval: 0.2
+`
+
+func TestParseConfigFile(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want FileConfig
+		// wantRules are the converted rules.
+		wantRules []window.Rule
+	}{
+		{
+			name: "defaults",
+			yaml: goodRules,
+			wantRules: []window.Rule{{Name: "api", Count: 10, Window: 10 * time.Second,
+				Type: window.Sliding, SyncInterval: 200 * time.Millisecond}},
+		},
+		{
+			name: "every field",
+			yaml: `name: node-1
+grpc_addr: 127.0.0.1:7070
+gossip_addr: 0.0.0.0:7946
+advertise_addr: 10.0.0.1:7946
+http_addr: ":7071"
+join: [10.0.0.2:7946, "[::1]:7946"]
+data_dir: /var/lib/sluice
+rules:
+  - name: fixed.1
+    count: 1099511627776
+    time_window: 0.001
+    window_type: fixed
+    sync_interval: -1
+    fail_mode: open
+  - name: "sliding:2"
+    count: 5
+    time_window: 1.5
+    window_type: sliding
+    sync_interval: 0.0100000001
+    allocation: classic
+    fail_mode: closed
+`,
+			want: FileConfig{Name: "node-1", GRPCAddr: "127.0.0.1:7070", GossipAddr: "0.0.0.0:7946",
+				AdvertiseAddr: "10.0.0.1:7946", HTTPAddr: ":7071",
+				Join: []string{"10.0.0.2:7946", "[::1]:7946"}, DataDir: "/var/lib/sluice"},
+			wantRules: []window.Rule{
+				{Name: "fixed.1", Count: 1 << 40, Window: time.Millisecond, Type: window.Fixed,
+					SyncInterval: window.Strict, FailMode: window.FailOpen},
+				{Name: "sliding:2", Count: 5, Window: 1500 * time.Millisecond, Type: window.Sliding,
+					SyncInterval: 10 * time.Millisecond, Allocation: window.Classic, FailMode: window.FailClosed},
+			},
+		},
+		{
+			name:      "whole count as float",
+			yaml:      "rules: [{name: a, count: 1e3, time_window: 2, sync_interval: 1_0e-1}]",
+			wantRules: []window.Rule{{Name: "a", Count: 1000, Window: 2 * time.Second, SyncInterval: time.Second}},
+		},
+		{
+			name: "anchors and merge keys",
+			yaml: `rules:
+  - &base {name: a, count: 3, time_window: 1, sync_interval: 0.5}
+  - <<: *base
+    name: b
+`,
+			wantRules: []window.Rule{
+				{Name: "a", Count: 3, Window: time.Second, SyncInterval: 500 * time.Millisecond},
+				{Name: "b", Count: 3, Window: time.Second, SyncInterval: 500 * time.Millisecond},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ParseConfigFile("test.yaml", []byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("ParseConfigFile: %v", err)
+			}
+			if cfg.Path != "test.yaml" || cfg.Name != tt.want.Name || cfg.GRPCAddr != tt.want.GRPCAddr ||
+				cfg.GossipAddr != tt.want.GossipAddr || cfg.AdvertiseAddr != tt.want.AdvertiseAddr ||
+				cfg.HTTPAddr != tt.want.HTTPAddr || cfg.DataDir != tt.want.DataDir ||
+				strings.Join(cfg.Join, ",") != strings.Join(tt.want.Join, ",") {
+				t.Errorf("got %+v, want %+v", *cfg, tt.want)
+			}
+			rules, err := cfg.NodeRules()
+			if err != nil {
+				t.Fatalf("NodeRules: %v", err)
+			}
+			if len(rules) != len(tt.wantRules) {
+				t.Fatalf("got %d rules, want %d", len(rules), len(tt.wantRules))
+			}
+			for i := range rules {
+				if rules[i] != tt.wantRules[i] {
+					t.Errorf("rule %d = %+v, want %+v", i, rules[i], tt.wantRules[i])
+				}
+			}
+		})
+	}
+}
+
+func TestParseConfigFileErrors(t *testing.T) {
+	// rule builds a rules list holding one rule with the given lines (the
+	// rule starts on line 2).
+	rule := func(lines ...string) string {
+		return "rules:\n  - " + strings.Join(lines, "\n    ") + "\n"
+	}
+	tests := []struct {
+		name      string
+		yaml      string
+		want      string // the whole error text
+		wantField string
+	}{
+		{"empty file", "", `bad.yaml: rules: the file is empty; at least one rule is required`, "rules"},
+		{"no rules", "name: x\n", `bad.yaml: rules: at least one rule is required`, "rules"},
+		{"rules not a list", "rules: 5\n", "bad.yaml:1: rules must be a list of rules, got !!int `5`", "rules"},
+		{"not a mapping", "- a\n", "bad.yaml:1: the config must be a mapping of fields (name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, rules), got !!seq", ""},
+		{"syntax", "rules: [\n", "bad.yaml:1: did not find expected node content", ""},
+		{"two documents", goodRules + "---\nname: x\n", "bad.yaml:6: more than one YAML document; a config file holds one", ""},
+		{"unknown top field", "nmae: x\n" + goodRules,
+			`bad.yaml:1: unknown field "nmae" (known fields: name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, rules)`, "nmae"},
+		{"unknown rule field", rule("name: api", "count: 10", "time_window: 10", "sync_interval: 0.2", "windw: 3"),
+			`bad.yaml:6: rule 1 "api": unknown field "windw" (known fields: name, count, time_window, window_type, sync_interval, allocation, fail_mode)`, "windw"},
+		{"duplicate key", rule("name: api", "count: 10", "count: 11", "time_window: 10", "sync_interval: 0.2"),
+			`bad.yaml:4: rule 1 "api": mapping key "count" already defined at line 3`, "count"},
+		{"count not a number", rule("name: api", "count: ten", "time_window: 10", "sync_interval: 0.2"),
+			"bad.yaml:3: rule 1 \"api\": count must be an integer, got !!str `ten`", "count"},
+		{"count fractional", rule("name: api", "count: 1.5", "time_window: 10", "sync_interval: 0.2"),
+			"bad.yaml:3: rule 1 \"api\": count must be an integer, got !!float `1.5`", "count"},
+		{"time_window not a number", rule("name: api", "count: 1", "time_window: 10s", "sync_interval: 0.2"),
+			"bad.yaml:4: rule 1 \"api\": time_window must be a number of seconds, got !!str `10s`", "time_window"},
+		{"rule not a mapping", "rules:\n  - 5\n",
+			"bad.yaml:2: rule 1: a rule must be a mapping of fields (name, count, time_window, window_type, sync_interval, allocation, fail_mode), got !!int `5`", ""},
+		{"name empty", rule("count: 1", "time_window: 10", "sync_interval: 0.2"),
+			"bad.yaml:2: rule 1: name must not be empty", "name"},
+		{"name bad char", rule("name: a b", "count: 1", "time_window: 10", "sync_interval: 0.2"),
+			`bad.yaml:2: rule 1 "a b": name "a b" has ' ' at byte 1; allowed are letters, digits and _.:-`, "name"},
+		{"count missing", rule("name: api", "time_window: 10", "sync_interval: 0.2"),
+			`bad.yaml:2: rule 1 "api": count is required: hits allowed per window, 1 … 2^40`, "count"},
+		{"count zero", rule("name: api", "count: 0", "time_window: 10", "sync_interval: 0.2"),
+			`bad.yaml:3: rule 1 "api": count must be ≥ 1, got 0`, "count"},
+		{"count fraction via merge", "rules:\n  - &a {name: a, count: 1, time_window: 1, sync_interval: -1}\n  - <<: [{count: 0.5}, *a]\n    name: b\n",
+			"bad.yaml:3: rule 2 \"b\": count must be an integer, got !!float `0.5`", "count"},
+		{"rule in flow list not a mapping", "rules: [5]\n",
+			"bad.yaml:1: a rule must be a mapping of fields (name, count, time_window, window_type, sync_interval, allocation, fail_mode), got !!int `5`", ""},
+		{"count too big", rule("name: api", "count: 1099511627777", "time_window: 10", "sync_interval: 0.2"),
+			`bad.yaml:3: rule 1 "api": count must be ≤ 2^40 (1099511627776), got 1099511627777`, "count"},
+		{"time_window missing", rule("name: api", "count: 1", "sync_interval: 0.2"),
+			`bad.yaml:2: rule 1 "api": time_window is required: the window length in seconds, e.g. 10`, "time_window"},
+		{"time_window zero", rule("name: api", "count: 1", "time_window: 0", "sync_interval: -1"),
+			`bad.yaml:4: rule 1 "api": time_window must be ≥ 1ms, got 0s`, "time_window"},
+		{"time_window below 1ms", rule("name: api", "count: 1", "time_window: 0.0009", "sync_interval: -1"),
+			`bad.yaml:4: rule 1 "api": time_window must be ≥ 1ms, got 900µs`, "time_window"},
+		{"time_window negative", rule("name: api", "count: 1", "time_window: -1", "sync_interval: -1"),
+			`bad.yaml:4: rule 1 "api": time_window must not be negative, got -1`, "time_window"},
+		{"time_window NaN", rule("name: api", "count: 1", "time_window: .nan", "sync_interval: -1"),
+			`bad.yaml:4: rule 1 "api": time_window must be a finite number of seconds, got NaN`, "time_window"},
+		{"time_window Inf", rule("name: api", "count: 1", "time_window: .inf", "sync_interval: -1"),
+			`bad.yaml:4: rule 1 "api": time_window must be a finite number of seconds, got +Inf`, "time_window"},
+		{"time_window overflows", rule("name: api", "count: 1", "time_window: 1e10", "sync_interval: -1"),
+			`bad.yaml:4: rule 1 "api": time_window must be at most 9.223372036854776e+09 seconds, got 1e+10`, "time_window"},
+		{"window_type", rule("name: api", "count: 1", "time_window: 1", "window_type: rolling", "sync_interval: -1"),
+			`bad.yaml:5: rule 1 "api": window_type must be fixed or sliding, got "rolling"`, "window_type"},
+		{"sync_interval missing", rule("name: api", "count: 1", "time_window: 1"),
+			`bad.yaml:2: rule 1 "api": sync_interval is required: -1 for strict, or seconds between syncs for batched (≥ 0.01 and < time_window)`, "sync_interval"},
+		{"sync_interval zero", rule("name: api", "count: 1", "time_window: 1", "sync_interval: 0"),
+			`bad.yaml:5: rule 1 "api": sync_interval must be -1 (strict) or ≥ 10ms and < time_window (1s), got 0s`, "sync_interval"},
+		{"sync_interval below 10ms", rule("name: api", "count: 1", "time_window: 1", "sync_interval: 0.009"),
+			`bad.yaml:5: rule 1 "api": sync_interval must be -1 (strict) or ≥ 10ms and < time_window (1s), got 9ms`, "sync_interval"},
+		{"sync_interval not below time_window", rule("name: api", "count: 1", "time_window: 1", "sync_interval: 1"),
+			`bad.yaml:5: rule 1 "api": sync_interval must be -1 (strict) or ≥ 10ms and < time_window (1s), got 1s`, "sync_interval"},
+		{"sync_interval negative", rule("name: api", "count: 1", "time_window: 1", "sync_interval: -0.5"),
+			`bad.yaml:5: rule 1 "api": sync_interval must be -1 (strict) or a positive number of seconds, got -0.5`, "sync_interval"},
+		{"sync_interval NaN", rule("name: api", "count: 1", "time_window: 1", "sync_interval: .NaN"),
+			`bad.yaml:5: rule 1 "api": sync_interval must be a finite number of seconds, got NaN`, "sync_interval"},
+		{"sync_interval -Inf", rule("name: api", "count: 1", "time_window: 1", "sync_interval: -.inf"),
+			`bad.yaml:5: rule 1 "api": sync_interval must be -1 (strict) or a positive number of seconds, got -Inf`, "sync_interval"},
+		{"allocation", rule("name: api", "count: 1", "time_window: 1", "sync_interval: 0.5", "allocation: greedy"),
+			`bad.yaml:6: rule 1 "api": allocation must be adaptive or classic, got "greedy"`, "allocation"},
+		{"fail_mode", rule("name: api", "count: 1", "time_window: 1", "sync_interval: -1", "fail_mode: sideways"),
+			`bad.yaml:6: rule 1 "api": fail_mode must be open, closed or local, got "sideways"`, "fail_mode"},
+		{"duplicate names", goodRules + "  - {name: other, count: 1, time_window: 1, sync_interval: -1}\n  - {name: api, count: 1, time_window: 1, sync_interval: -1}\n",
+			`bad.yaml:7: rule 3 "api": name "api" is already used by rule 1`, "name"},
+		{"grpc_addr", "grpc_addr: localhost\n" + goodRules,
+			`bad.yaml:1: grpc_addr must be HOST:PORT, got "localhost": address localhost: missing port in address`, "grpc_addr"},
+		{"http_addr port", "http_addr: localhost:http\n" + goodRules,
+			`bad.yaml:1: http_addr must have a port number 0–65535, got "localhost:http"`, "http_addr"},
+		{"join entry", "join:\n  - a:1\n  - b:99999\n" + goodRules,
+			`bad.yaml:3: join[1] must have a port number 0–65535, got "b:99999"`, "join"},
+		{"join not a list", "join: a:1\n" + goodRules,
+			"bad.yaml:1: join must be a list of HOST:PORT strings, got !!str `a:1`", "join"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ParseConfigFile("bad.yaml", []byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("got %+v, want error %q", cfg, tt.want)
+			}
+			if err.Error() != tt.want {
+				t.Fatalf("error\n got: %s\nwant: %s", err, tt.want)
+			}
+			ce, ok := errors.AsType[*ConfigError](err)
+			if !ok {
+				t.Fatalf("error %T is not a *ConfigError", err)
+			}
+			if ce.Field != tt.wantField {
+				t.Errorf("Field = %q, want %q", ce.Field, tt.wantField)
+			}
+		})
+	}
+}
+
+// TestParseConfigFileReportsEveryRule checks that one pass names every bad
+// rule, and that a field error from Validate can be matched.
+func TestParseConfigFileReportsEveryRule(t *testing.T) {
+	data := `rules:
+  - name: a
+    count: 0
+    time_window: 1
+    sync_interval: -1
+  - name: b
+    count: 1
+    time_window: 1
+    sync_interval: 2
+`
+	_, err := ParseConfigFile("x.yaml", []byte(data))
+	want := `x.yaml:3: rule 1 "a": count must be ≥ 1, got 0` + "\n" +
+		`x.yaml:9: rule 2 "b": sync_interval must be -1 (strict) or ≥ 10ms and < time_window (1s), got 2s`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error\n got: %v\nwant: %s", err, want)
+	}
+	if !errors.Is(err, window.ErrInvalidRule) {
+		t.Errorf("errors.Is(err, window.ErrInvalidRule) = false, want true")
+	}
+}
+
+func TestNodeRulesWithoutFile(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	n := func(v int64) *int64 { return &v }
+	tests := []struct {
+		name    string
+		cfg     FileConfig
+		wantErr string
+	}{
+		{"ok", FileConfig{Rules: []FileRule{{Name: "a", Count: n(1), TimeWindow: f(1), SyncInterval: f(-1)}}}, ""},
+		{"no rules", FileConfig{Path: "p.yaml"}, "p.yaml: rules: at least one rule is required"},
+		{"bad rule", FileConfig{Rules: []FileRule{{Name: "a", Count: n(1), TimeWindow: f(1)}}},
+			`rule 1 "a": sync_interval is required: -1 for strict, or seconds between syncs for batched (≥ 0.01 and < time_window)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.cfg.NodeRules()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.wantErr {
+				t.Fatalf("error %q, want %q", got, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestLoadConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(good, []byte(goodRules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(big, []byte("# "+strings.Repeat("x", MaxConfigFileSize)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		path    string
+		wantErr string // substring; empty for success
+	}{
+		{"good", good, ""},
+		{"example", filepath.Join("..", "examples", "sluice.yaml"), ""},
+		{"missing", filepath.Join(dir, "nope.yaml"), "no such file"},
+		{"too big", big, "big.yaml: file is larger than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := LoadConfigFile(tt.path)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Path != tt.path {
+				t.Errorf("Path = %q, want %q", cfg.Path, tt.path)
+			}
+			if _, err := cfg.NodeRules(); err != nil {
+				t.Errorf("NodeRules: %v", err)
+			}
+		})
+	}
+}
+
+func FuzzParseConfigFile(f *testing.F) {
+	if example, err := os.ReadFile(filepath.Join("..", "examples", "sluice.yaml")); err == nil {
+		f.Add(example)
+	}
+	for _, seed := range []string{
+		goodRules,
+		"",
+		"rules: [{name: a, count: 1, time_window: 0.001, sync_interval: -1, fail_mode: open}]",
+		"rules: [{name: a, count: 1099511627776, time_window: 1e9, window_type: fixed, sync_interval: 0.01}]",
+		"rules:\n  - &r {name: a, count: 3, time_window: 1, sync_interval: 0.5}\n  - <<: *r\n    name: b\n",
+		"join: [a:1]\ngrpc_addr: ':0'\n" + goodRules,
+		"rules: [{name: a, count: 1, time_window: .nan, sync_interval: .inf}]",
+		"a: &a [*a, *a]",
+		"rules: 5\n---\nx",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := ParseConfigFile("fuzz.yaml", data)
+		if err != nil {
+			if cfg != nil {
+				t.Fatalf("got a config with error %v", err)
+			}
+			if err.Error() == "" {
+				t.Fatal("empty error text")
+			}
+			return
+		}
+		rules, err := cfg.NodeRules()
+		if err != nil {
+			t.Fatalf("accepted config fails NodeRules: %v", err)
+		}
+		if len(rules) == 0 {
+			t.Fatal("accepted config has no rules")
+		}
+		seen := map[string]bool{}
+		for i := range rules {
+			if err := rules[i].Validate(); err != nil {
+				t.Fatalf("accepted rule %d does not validate: %v", i, err)
+			}
+			if seen[rules[i].Name] {
+				t.Fatalf("accepted duplicate rule name %q", rules[i].Name)
+			}
+			seen[rules[i].Name] = true
+		}
+	})
+}

@@ -1,0 +1,132 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/counter"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
+	"github.com/sluicehq/sluice/window"
+)
+
+// MaxBatchChecks is the most checks one CheckBatch request may carry.
+const MaxBatchChecks = 1000
+
+// limiterService serves the sluice.v1.Limiter gRPC API from a node.
+type limiterService struct {
+	sluicev1.UnimplementedLimiterServer
+	node *Node
+}
+
+// NewLimiterService returns the sluice.v1.Limiter gRPC service answering
+// checks from n. Register it on a grpc.Server with
+// sluicev1.RegisterLimiterServer.
+//
+// Errors are gRPC statuses: NotFound for an unknown rule; InvalidArgument
+// for an empty or over-long key, negative hits or hits above the rule's
+// count; Unavailable once the node is closed. Messages name the field and
+// the offending value.
+func NewLimiterService(n *Node) sluicev1.LimiterServer {
+	return &limiterService{node: n}
+}
+
+// Check decides one check.
+func (s *limiterService) Check(ctx context.Context, req *sluicev1.CheckRequest) (*sluicev1.CheckResponse, error) {
+	if req == nil {
+		return nil, statusFor(errEmptyCheck, "")
+	}
+	d, err := s.node.Allow(ctx, req.GetRule(), req.GetKey(), req.GetHits())
+	if err != nil {
+		return nil, statusFor(err, "")
+	}
+	return decisionToProto(d), nil
+}
+
+// CheckBatch validates every check first, so an invalid one fails the batch
+// before anything is spent, then decides them in order.
+func (s *limiterService) CheckBatch(ctx context.Context, req *sluicev1.CheckBatchRequest) (*sluicev1.CheckBatchResponse, error) {
+	checks := req.GetChecks()
+	if len(checks) > MaxBatchChecks {
+		return nil, status.Errorf(codes.InvalidArgument, "checks: at most %d per batch, got %d", MaxBatchChecks, len(checks))
+	}
+	nodeRules := s.node.Rules()
+	rules := make(map[string]int64, len(nodeRules))
+	for i := range nodeRules {
+		rules[nodeRules[i].Name] = nodeRules[i].Count
+	}
+	for i, c := range checks {
+		if err := validateCheck(rules, c); err != nil {
+			return nil, statusFor(err, fmt.Sprintf("checks[%d]: ", i))
+		}
+	}
+	out := &sluicev1.CheckBatchResponse{Results: make([]*sluicev1.CheckResponse, 0, len(checks))}
+	for i, c := range checks {
+		d, err := s.node.Allow(ctx, c.GetRule(), c.GetKey(), c.GetHits())
+		if err != nil {
+			return nil, statusFor(err, fmt.Sprintf("checks[%d]: ", i))
+		}
+		out.Results = append(out.Results, decisionToProto(d))
+	}
+	return out, nil
+}
+
+// validateCheck applies the checks Node.Allow makes, without spending, and
+// returns the same errors. rules maps each rule name to its count.
+func validateCheck(rules map[string]int64, c *sluicev1.CheckRequest) error {
+	if c == nil {
+		return errEmptyCheck
+	}
+	count, ok := rules[c.GetRule()]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w %q", counter.ErrUnknownRule, c.GetRule())
+	case c.GetKey() == "":
+		return counter.ErrEmptyKey
+	case len(c.GetKey()) > counter.MaxKeyLen:
+		return fmt.Errorf("%w: %d bytes, at most %d", counter.ErrKeyTooLong, len(c.GetKey()), counter.MaxKeyLen)
+	case c.GetHits() < 0:
+		return fmt.Errorf("%w, got %d", counter.ErrNegativeHits, c.GetHits())
+	case c.GetHits() > count:
+		return fmt.Errorf("%w: hits %d, rule %q count %d", counter.ErrHitsOverCount, c.GetHits(), c.GetRule(), count)
+	}
+	return nil
+}
+
+// errEmptyCheck is a nil entry in a batch, which only an in-process caller
+// can send.
+var errEmptyCheck = errors.New("check must not be empty")
+
+// statusFor maps an error from Node.Allow to a gRPC status whose message is
+// prefix and the error text, which names the field and value.
+func statusFor(err error, prefix string) error {
+	code := codes.Internal
+	switch {
+	case errors.Is(err, counter.ErrUnknownRule):
+		code = codes.NotFound
+	case errors.Is(err, counter.ErrEmptyKey), errors.Is(err, counter.ErrKeyTooLong),
+		errors.Is(err, counter.ErrNegativeHits), errors.Is(err, counter.ErrHitsOverCount),
+		errors.Is(err, errEmptyCheck):
+		code = codes.InvalidArgument
+	case errors.Is(err, ErrClosed):
+		code = codes.Unavailable
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		code = status.FromContextError(err).Code()
+	}
+	return status.Error(code, prefix+err.Error())
+}
+
+// decisionToProto converts a decision to its wire form.
+func decisionToProto(d window.Decision) *sluicev1.CheckResponse {
+	return &sluicev1.CheckResponse{
+		Allowed:    d.Allowed,
+		Limit:      d.Limit,
+		Remaining:  d.Remaining,
+		ResetAfter: durationpb.New(d.ResetAfter),
+		RetryAfter: durationpb.New(d.RetryAfter),
+	}
+}

@@ -1,0 +1,191 @@
+package counter
+
+import (
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// adaptive shares a rule's budget between nodes by demand and keeps the
+// fleet within the limit between syncs.
+//
+// At each sync a node works out the unclaimed budget: the headroom of its
+// view, less what every live peer may still spend before its own next sync
+// (the claim it announced, plus its share of what a sliding window has
+// released since; or, for a peer not heard from in this window, what it may
+// spend before its first sync: its equal share of the limit or twice its
+// last known need per interval, whichever is smaller). The node claims a part
+// of that: at most twice its own need per interval, so that skewed and
+// shifting demand do not strand budget, and at least its equal share of one
+// interval's worth, so that a quiet key is not refused. It announces the
+// claim, and until its next sync admits what the claim and its share of the
+// budget released meanwhile allow. Claims are subtracted by everyone else,
+// so nodes that sync in turn never hand the same budget out twice.
+type adaptive struct{}
+
+// presumed is what a node may spend in a window before its first sync there:
+// its equal share of the limit, or, when its need is known, its need with
+// room to spare if that is smaller. Every node computes the same figure for
+// every other.
+func presumed(count int64, live int32, need int64, known bool) int64 {
+	eq := max(count/int64(live), 1)
+	if known {
+		return min(eq, ample(need))
+	}
+	return eq
+}
+
+// ample is a need per interval with room for the ups and downs of arrivals:
+// twice the need, plus three standard deviations of a Poisson count with
+// that mean, plus one so that a quiet key can still admit a request.
+func ample(need int64) int64 {
+	return 2*need + int64(math.Ceil(3*math.Sqrt(float64(need)))) + 1
+}
+
+func (adaptive) decide(t *Table, s *slot, own, view window.Counts, now, hits int64) window.Decision {
+	a := &s.x.alloc
+	need := max(hits, 1)
+	d := t.rule.Decide(view, now, hits)
+	if hits > 0 {
+		if a.demand == 0 && !a.synced {
+			a.demandAt = now
+		}
+		a.demand += hits
+	}
+	if !d.Allowed {
+		return d
+	}
+	spent, allowance := a.allowance(t, own, now, window.Index(now, t.rule.Window))
+	if spent+need > allowance {
+		d.Allowed = false
+		d.RetryAfter = untilSync(t, now)
+		d.Remaining = max(allowance-spent, 0)
+		return d
+	}
+	if hits > 0 {
+		a.spent += hits
+	}
+	d.Remaining = min(d.Remaining, max(allowance-spent-hits, 0))
+	return d
+}
+
+// allowance returns what this node has spent against its current allowance
+// and the allowance itself.
+func (a *allocState) allowance(t *Table, own window.Counts, now, idx int64) (spent, allowance int64) {
+	live := t.live.Load()
+	switch {
+	case !a.synced:
+		// A key this node has not synced yet: its presumed share.
+		return a.spent, presumed(t.rule.Count, live, a.need, false)
+	case t.rule.Type == window.Fixed && idx != a.syncWin:
+		// A fixed window starts afresh; until this node's first sync in it,
+		// its presumed share of the new window.
+		return own.Curr, presumed(t.rule.Count, live, a.need, true)
+	case t.rule.Type == window.Sliding:
+		rel := float64(released(&t.rule, a.frozen, a.syncWin, a.syncAt, now))
+		return a.spent, a.budget + int64(math.Floor(a.share*rel))
+	}
+	return a.spent, a.budget
+}
+
+// released is how much headroom the decay of counts c (held in window cWin)
+// opens between moments from and to, with no other traffic.
+func released(r *window.Rule, c window.Counts, cWin, from, to int64) int64 {
+	at := func(moment int64) int64 {
+		switch window.Index(moment, r.Window) - cWin {
+		case 0:
+			return r.Remaining(c, moment)
+		case 1:
+			return r.Remaining(window.Counts{Prev: c.Curr}, moment)
+		}
+		return r.Count
+	}
+	return max(at(to)-at(from), 0)
+}
+
+func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
+	x := s.x
+	a := &x.alloc
+	live := t.live.Load()
+	alive := t.alive()
+	count := t.rule.Count
+	fixed := t.rule.Type == window.Fixed
+	oldClaim, oldNeed, oldWin := a.budget, a.need, a.syncWin
+	a.need = perInterval(a.demand, time.Duration(now-a.demandAt), t.rule.SyncInterval)
+	a.demand, a.demandAt = 0, now
+
+	_, view := s.counts(idx)
+	headroom := t.rule.Remaining(view, now)
+
+	// Release shares follow need; with no need anywhere they are equal.
+	totalNeed, known := a.need, int32(0)
+	for i := range x.peers {
+		if p := &x.peers[i]; p.heard && alive(p.inc) {
+			totalNeed += p.need
+		}
+	}
+	shareOf := func(need int64) float64 {
+		if totalNeed == 0 {
+			return 1 / float64(live)
+		}
+		return float64(need) / float64(totalNeed)
+	}
+
+	// What every live peer may still spend before its next sync.
+	var outstanding int64
+	for i := range x.peers {
+		p := &x.peers[i]
+		if !alive(p.inc) {
+			continue
+		}
+		known++
+		if !p.heard || fixed && p.claimWin != idx {
+			outstanding += presumed(count, live, p.need, p.heard)
+			continue
+		}
+		outstanding += p.claim
+		if !fixed {
+			// Decay released since the peer announced is partly its own.
+			dt := float64(max(now-p.claimAt, 0)) / float64(t.rule.Window)
+			rel := float64(view.Prev) * min(dt, 1)
+			outstanding += int64(math.Ceil(shareOf(p.need) * rel))
+		}
+	}
+	// Live peers that have never spoken of this key hold their equal share.
+	outstanding += int64(max(live-1-known, 0)) * presumed(count, live, 0, false)
+
+	unclaimed := headroom - outstanding
+	// Claim at least an ample interval of own need, and when the stock is
+	// plentiful a share of it that blends this node's share of demand with
+	// an equal share, so that a node in a lull is not starved by a busy one.
+	weight := (shareOf(a.need) + 1/float64(live)) / 2
+	claim := min(unclaimed, max(ample(a.need), int64(float64(max(unclaimed, 0))*weight)))
+
+	a.budget, a.spent = max(claim, 0), 0
+	a.synced, a.syncAt, a.syncWin, a.frozen = true, now, idx, view
+	a.share = shareOf(a.need)
+	// Announce changes, and at least once a window, so that peers can tell
+	// a quiet node that still holds the key from one that forgot it.
+	if a.budget != oldClaim || a.need != oldNeed || idx != oldWin {
+		s.ver[1] = epoch
+	}
+}
+
+// perInterval scales demand seen over elapsed to one sync interval. A first
+// interval that started late (a key's first request just before a sync)
+// counts as at least a quarter interval, so one request is not mistaken for
+// a flood.
+func perInterval(demand int64, elapsed, interval time.Duration) int64 {
+	if demand == 0 {
+		return 0
+	}
+	elapsed = max(elapsed, interval/4)
+	return int64(math.Ceil(float64(demand) * float64(interval) / float64(elapsed)))
+}
+
+func (adaptive) published(s *slot) [2]int64 { return s.own }
+
+func (adaptive) announce(s *slot) (claim, need int64) {
+	return s.x.alloc.budget, s.x.alloc.need
+}

@@ -1,0 +1,64 @@
+package counter
+
+import (
+	"github.com/sluicehq/sluice/window"
+)
+
+// policy is how a clustered node divides a rule's budget with its peers
+// between syncs. decide runs for every request on a key that has peers;
+// sync runs for every live key at each of this node's sync rounds. Both run
+// with the key's shard locked.
+type policy interface {
+	decide(t *Table, s *slot, own, view window.Counts, now, hits int64) window.Decision
+	// sync runs at this node's sync round; epoch stamps what it publishes.
+	sync(t *Table, s *slot, now, idx int64, epoch uint64)
+	// published returns the own counts peers are told of, by slot position.
+	published(s *slot) [2]int64
+	// announce returns the claim and need peers are told of with the
+	// current window's entry.
+	announce(s *slot) (claim, need int64)
+}
+
+func policyFor(a window.Allocation) policy {
+	if a == window.Classic {
+		return classic{}
+	}
+	return adaptive{}
+}
+
+// allocState is a key's allocation bookkeeping on one node.
+type allocState struct {
+	// budget is how many hits this node may admit between two syncs:
+	// classic's cached remaining count, adaptive's claim.
+	budget int64
+	// spent is how many it has admitted since the last sync.
+	spent int64
+	// pushed is what classic has published, by slot position: the hits
+	// admitted between two syncs are pushed into the window current at the
+	// second, as a gateway pushing to a windowed store key does.
+	pushed [2]int64
+
+	// What adaptive keeps from its last sync of the key.
+	synced  bool          // the key has been synced since it appeared here
+	syncAt  int64         // when
+	syncWin int64         // in which window
+	frozen  window.Counts // the view then, to measure what decay releases since
+	share   float64       // this node's share of released budget
+	need    int64         // demand per sync interval before that sync
+	demand  int64         // demand since demandAt
+	// demandAt is when demand started counting: the last sync, or the first
+	// request of a key not yet synced.
+	demandAt int64
+}
+
+func (a *allocState) reset(count int64) { *a = allocState{budget: count} }
+
+// roll keeps the budget across a window boundary (classic caches one number
+// per key, whatever window it was computed in) and ages what was pushed.
+func (a *allocState) roll(shift int64) {
+	if shift == 1 {
+		a.pushed = [2]int64{a.pushed[1], 0}
+	} else {
+		a.pushed = [2]int64{}
+	}
+}

@@ -1,0 +1,71 @@
+package counter
+
+// Incarnation names one run of one node. A restarted node gets a new Boot, so
+// the counts its earlier run admitted stay counted as someone else's until
+// their windows expire.
+type Incarnation struct {
+	// Node is the node's name, stable across restarts.
+	Node string
+	// Boot is a fresh random id for each start.
+	Boot uint64
+}
+
+// Delta is one sync message: counts for any number of rules, keys and
+// windows. A regular delta carries only its sender's entries; a full-state
+// snapshot carries every incarnation the sender knows of.
+type Delta struct {
+	// From is the sending incarnation.
+	From Incarnation
+	// Seq increases with every delta From sends; it orders claims, which,
+	// unlike counts, may go down.
+	Seq uint64
+	// Incarnations are the owners that Entry.Inc indexes; a regular delta
+	// lists only From.
+	Incarnations []Incarnation
+	// Live is how many nodes the sender counts as live, itself included.
+	Live int
+	// Full marks a snapshot of everything the sender holds, as opposed to a
+	// delta of its own changes; a snapshot carries no allocation news.
+	Full bool
+	// Rules hold the entries, grouped by rule.
+	Rules []RuleDelta
+}
+
+// RuleDelta is the part of a Delta for one rule.
+type RuleDelta struct {
+	// Rule is the rule's name.
+	Rule string
+	// Entries are the counts, one per (key, window, incarnation).
+	Entries []Entry
+}
+
+// Entry is one incarnation's counts for one key in one window. Admitted and
+// Demand only grow for a given (key, window, incarnation), which is what
+// makes merging by maximum correct.
+type Entry struct {
+	// Key is the rate-limited key.
+	Key string
+	// Window is the window index.
+	Window int64
+	// Inc indexes Delta.Incarnations.
+	Inc uint32
+	// Admitted is how many hits the incarnation admitted in the window.
+	Admitted int64
+	// Demand is how many hits the incarnation was asked for in the window,
+	// admitted or not.
+	Demand int64
+	// Claim is budget the sender has reserved and not yet spent, and Need
+	// its demand in its last sync interval (adaptive allocation). Both ride
+	// on the sender's own entry for its current window.
+	Claim int64
+	Need  int64
+}
+
+// Size returns the number of entries in d.
+func (d *Delta) Size() int {
+	n := 0
+	for i := range d.Rules {
+		n += len(d.Rules[i].Entries)
+	}
+	return n
+}

@@ -1,0 +1,338 @@
+package counter
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// Config describes one node's view.
+type Config struct {
+	// Self is this node's incarnation.
+	Self Incarnation
+	// Rules are the rules the node enforces; each must be valid.
+	Rules []window.Rule
+	// Start is the moment (Unix nanoseconds) the replica starts at.
+	Start int64
+	// Phase delays every rule's first sync round past Start, so that nodes
+	// started together still sync at different moments.
+	Phase time.Duration
+}
+
+// Replica is one node's whole view of every rule's counts, and its side of
+// the batched sync protocol: it decides requests, says which deltas are due
+// to whom as time passes, and merges the deltas that arrive. Safe for
+// concurrent use.
+type Replica struct {
+	self   Incarnation
+	selfID uint32
+	reg    *registry
+	tables atomic.Pointer[map[string]*Table]
+
+	mu    sync.Mutex // guards what follows
+	order []*Table
+	peers map[Incarnation]*peerState
+	seq   uint64
+	sweep []int64 // per table in order: next expiry pass when alone
+}
+
+// peerState is what this node has sent to one peer: per table, the epoch
+// from which changes are still unsent.
+type peerState struct {
+	since []uint64
+}
+
+// Outbound is a delta due to one peer.
+type Outbound struct {
+	To    Incarnation
+	Delta *Delta
+}
+
+// NewReplica returns a replica for cfg.
+func NewReplica(cfg Config) (*Replica, error) {
+	r := &Replica{self: cfg.Self, reg: newRegistry(), peers: make(map[Incarnation]*peerState)}
+	r.selfID = r.reg.id(cfg.Self)
+	tables := make(map[string]*Table, len(cfg.Rules))
+	for i := range cfg.Rules {
+		rule := cfg.Rules[i]
+		if err := rule.Validate(); err != nil {
+			return nil, fmt.Errorf("rule %d (%q): %w", i+1, rule.Name, err)
+		}
+		if _, dup := tables[rule.Name]; dup {
+			return nil, fmt.Errorf("rule %d: name %q is used twice", i+1, rule.Name)
+		}
+		t := newTable(rule, r.reg, r.selfID)
+		t.nextSync.Store(cfg.Start + int64(cfg.Phase))
+		if rule.IsStrict() {
+			t.nextSync.Store(maxTime)
+		}
+		tables[rule.Name] = t
+		r.order = append(r.order, t)
+		r.sweep = append(r.sweep, cfg.Start+int64(rule.Window))
+	}
+	r.tables.Store(&tables)
+	return r, nil
+}
+
+const maxTime = int64(^uint64(0) >> 1)
+
+// Self returns the replica's incarnation.
+func (r *Replica) Self() Incarnation { return r.self }
+
+// Table returns the table of the named rule, or nil.
+func (r *Replica) Table(rule string) *Table { return (*r.tables.Load())[rule] }
+
+// Allow decides a check of hits on key under rule at moment now (Unix
+// nanoseconds) and records the hits if admitted. It never waits on peers.
+func (r *Replica) Allow(now int64, rule, key string, hits int64) (window.Decision, error) {
+	t := (*r.tables.Load())[rule]
+	if t == nil {
+		return window.Decision{}, fmt.Errorf("%w %q", ErrUnknownRule, rule)
+	}
+	if err := t.check(key, hits); err != nil {
+		return window.Decision{}, err
+	}
+	return t.Allow(key, now, hits), nil
+}
+
+func (t *Table) check(key string, hits int64) error {
+	switch {
+	case key == "":
+		return ErrEmptyKey
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrKeyTooLong, len(key), MaxKeyLen)
+	case hits < 0:
+		return fmt.Errorf("%w, got %d", ErrNegativeHits, hits)
+	case hits > t.rule.Count:
+		return fmt.Errorf("%w: hits %d, rule %q count %d", ErrHitsOverCount, hits, t.rule.Name, t.rule.Count)
+	}
+	return nil
+}
+
+// SetPeers replaces the set of live peers. A new peer is sent every own
+// entry at the next round; a peer that left is no longer sent to, but what it
+// admitted stays counted until its windows expire.
+func (r *Replica) SetPeers(peers []Incarnation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := make(map[Incarnation]*peerState, len(peers))
+	for _, p := range peers {
+		if p == r.self {
+			continue
+		}
+		if ps, ok := r.peers[p]; ok {
+			next[p] = ps
+			continue
+		}
+		next[p] = &peerState{since: make([]uint64, len(r.order))}
+	}
+	r.peers = next
+	alive := make([]bool, 0, len(next)+1)
+	mark := func(id uint32) {
+		for int(id) >= len(alive) {
+			alive = append(alive, false)
+		}
+		alive[id] = true
+	}
+	mark(r.selfID)
+	for p := range next {
+		mark(r.reg.id(p))
+	}
+	for _, t := range r.order {
+		t.live.Store(int32(len(next) + 1))
+		t.aliveBy.Store(&alive)
+	}
+}
+
+// ResendAll makes the next round send peer every own entry again, as after a
+// broken connection that may have lost deltas.
+func (r *Replica) ResendAll(peer Incarnation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ps, ok := r.peers[peer]; ok {
+		clear(ps.since)
+	}
+}
+
+// NextTick returns when Tick next has work to do.
+func (r *Replica) NextTick() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := maxTime
+	for i, t := range r.order {
+		if len(r.peers) > 0 {
+			next = min(next, t.nextSync.Load())
+		} else {
+			next = min(next, r.sweep[i])
+		}
+	}
+	return next
+}
+
+// Tick runs the sync rounds due at moment now and returns the deltas to send.
+// Rules with different sync intervals share one delta per peer when their
+// rounds fall together.
+func (r *Replica) Tick(now int64) []Outbound {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	peers := r.sortedPeers()
+	perPeer := make([][]RuleDelta, len(peers))
+	for i, t := range r.order {
+		due := t.nextSync.Load() <= now
+		if len(peers) == 0 {
+			if now >= r.sweep[i] {
+				t.round(now, 0, t.epoch.Load(), false)
+				r.sweep[i] = now + int64(t.rule.Window)
+			}
+			if due {
+				t.nextSync.Store(nextRound(t.nextSync.Load(), t.rule.SyncInterval, now))
+			}
+			continue
+		}
+		if !due {
+			continue
+		}
+		t.nextSync.Store(nextRound(t.nextSync.Load(), t.rule.SyncInterval, now))
+		minSince := ^uint64(0)
+		for _, p := range peers {
+			minSince = min(minSince, r.peers[p].since[i])
+		}
+		// Changes stamped with the old epoch that land after the pass are
+		// stamped with the new one once it is visible, so nothing is missed.
+		next := t.epoch.Add(1)
+		collected := t.round(now, minSince, next-1, true)
+		for j, p := range peers {
+			ps := r.peers[p]
+			entries := filterSince(collected, ps.since[i], minSince)
+			ps.since[i] = next
+			if len(entries) > 0 {
+				perPeer[j] = append(perPeer[j], RuleDelta{Rule: t.rule.Name, Entries: entries})
+			}
+		}
+	}
+	var out []Outbound
+	for j, p := range peers {
+		if len(perPeer[j]) == 0 {
+			continue
+		}
+		r.seq++
+		out = append(out, Outbound{To: p, Delta: &Delta{
+			From: r.self, Seq: r.seq, Incarnations: []Incarnation{r.self},
+			Live: len(peers) + 1, Rules: perPeer[j],
+		}})
+	}
+	return out
+}
+
+func nextRound(due int64, every time.Duration, now int64) int64 {
+	next := due + int64(every)
+	if next <= now {
+		// Rounds were missed (a stalled process): resume from now rather
+		// than firing a burst of catch-up rounds.
+		next = now + int64(every)
+	}
+	return next
+}
+
+func (r *Replica) sortedPeers() []Incarnation {
+	peers := make([]Incarnation, 0, len(r.peers))
+	for p := range r.peers {
+		peers = append(peers, p)
+	}
+	sort.Slice(peers, func(i, j int) bool {
+		if peers[i].Node != peers[j].Node {
+			return peers[i].Node < peers[j].Node
+		}
+		return peers[i].Boot < peers[j].Boot
+	})
+	return peers
+}
+
+func filterSince(all []stamped, since, minSince uint64) []Entry {
+	out := make([]Entry, 0, len(all))
+	for i := range all {
+		if since == minSince || all[i].ver >= since {
+			out = append(out, all[i].Entry)
+		}
+	}
+	return out
+}
+
+// Receive merges a delta or snapshot that arrived at moment now. Entries for
+// rules this node does not have are skipped and named in the result; a
+// malformed delta is rejected whole with an error naming the sender.
+func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
+	var res ReceiveResult
+	fromID := r.reg.id(d.From)
+	ids := make([]uint32, len(d.Incarnations))
+	for i, inc := range d.Incarnations {
+		if inc.Node == "" {
+			return res, fmt.Errorf("delta from %q: incarnation %d has no node name", d.From.Node, i)
+		}
+		ids[i] = r.reg.id(inc)
+	}
+	for _, rd := range d.Rules {
+		for _, e := range rd.Entries {
+			if int(e.Inc) >= len(ids) {
+				return res, fmt.Errorf("delta from %q: rule %q key %q names incarnation %d of %d",
+					d.From.Node, rd.Rule, e.Key, e.Inc, len(ids))
+			}
+		}
+	}
+	tables := *r.tables.Load()
+	for _, rd := range d.Rules {
+		t := tables[rd.Rule]
+		if t == nil {
+			res.UnknownRules = append(res.UnknownRules, rd.Rule)
+			continue
+		}
+		for i := range rd.Entries {
+			e := &rd.Entries[i]
+			if e.Key == "" || len(e.Key) > MaxKeyLen {
+				res.Dropped++
+				continue
+			}
+			if t.merge(ids[e.Inc], e, now, !d.Full && ids[e.Inc] == fromID, d.Seq) {
+				res.Merged++
+			} else {
+				res.Dropped++
+			}
+		}
+	}
+	return res, nil
+}
+
+// ReceiveResult says what Receive did with a delta.
+type ReceiveResult struct {
+	// Merged entries were folded into the view (whether or not they raised
+	// any count).
+	Merged int
+	// Dropped entries were expired, from too far ahead, or this node's own.
+	Dropped int
+	// UnknownRules are rules in the delta that this node does not have: a
+	// sign of configuration drift.
+	UnknownRules []string
+}
+
+// Snapshot returns every count this node holds for live windows at moment
+// now, its own and every peer's, for a joining or restarted node to start
+// from.
+func (r *Replica) Snapshot(now int64) *Delta {
+	r.mu.Lock()
+	order := r.order
+	r.mu.Unlock()
+	d := &Delta{From: r.self, Full: true}
+	for _, t := range order {
+		entries := t.snapshot(now, nil)
+		if len(entries) > 0 {
+			d.Rules = append(d.Rules, RuleDelta{Rule: t.rule.Name, Entries: entries})
+		}
+	}
+	// Listed after the pass so that every id an entry uses is in the list.
+	d.Incarnations = r.reg.list()
+	return d
+}

@@ -1,0 +1,220 @@
+package window
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Type says how a window counts: in epoch-aligned fixed slices, or as a
+// sliding estimate over the current and previous slice.
+type Type uint8
+
+const (
+	// Sliding is the default: the previous window's count decays linearly
+	// as the current window advances (the sliding window counter).
+	Sliding Type = iota
+	// Fixed admits up to the limit in each epoch-aligned window.
+	Fixed
+)
+
+// String returns the rule-file spelling of t.
+func (t Type) String() string {
+	switch t {
+	case Sliding:
+		return "sliding"
+	case Fixed:
+		return "fixed"
+	}
+	return fmt.Sprintf("Type(%d)", uint8(t))
+}
+
+// ParseType reads the rule-file spelling of a window type.
+func ParseType(s string) (Type, error) {
+	switch s {
+	case "sliding", "":
+		return Sliding, nil
+	case "fixed":
+		return Fixed, nil
+	}
+	return 0, fmt.Errorf("window_type must be fixed or sliding, got %q", s)
+}
+
+// Allocation says how a batched rule shares the budget between nodes between
+// syncs.
+type Allocation uint8
+
+const (
+	// Adaptive is the default: each node spends a demand-weighted share of the
+	// global remaining budget and publishes what it has reserved.
+	Adaptive Allocation = iota
+	// Classic reproduces the common gateway behaviour: each node caches the
+	// global remaining count at every sync and spends it alone.
+	Classic
+)
+
+// String returns the rule-file spelling of a.
+func (a Allocation) String() string {
+	switch a {
+	case Adaptive:
+		return "adaptive"
+	case Classic:
+		return "classic"
+	}
+	return fmt.Sprintf("Allocation(%d)", uint8(a))
+}
+
+// ParseAllocation reads the rule-file spelling of an allocation policy.
+func ParseAllocation(s string) (Allocation, error) {
+	switch s {
+	case "adaptive", "":
+		return Adaptive, nil
+	case "classic":
+		return Classic, nil
+	}
+	return 0, fmt.Errorf("allocation must be adaptive or classic, got %q", s)
+}
+
+// FailMode says what a strict rule does when no quorum can be reached.
+type FailMode uint8
+
+const (
+	// FailLocal is the default: enforce the rule on this node alone.
+	FailLocal FailMode = iota
+	// FailOpen admits every request.
+	FailOpen
+	// FailClosed refuses every request.
+	FailClosed
+)
+
+// String returns the rule-file spelling of f.
+func (f FailMode) String() string {
+	switch f {
+	case FailLocal:
+		return "local"
+	case FailOpen:
+		return "open"
+	case FailClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("FailMode(%d)", uint8(f))
+}
+
+// ParseFailMode reads the rule-file spelling of a fail mode.
+func ParseFailMode(s string) (FailMode, error) {
+	switch s {
+	case "local", "":
+		return FailLocal, nil
+	case "open":
+		return FailOpen, nil
+	case "closed":
+		return FailClosed, nil
+	}
+	return 0, fmt.Errorf("fail_mode must be open, closed or local, got %q", s)
+}
+
+// Strict is the SyncInterval of a rule that decides through the Raft log.
+const Strict time.Duration = -1
+
+// Limits on rule fields.
+const (
+	MaxCount        = int64(1) << 40
+	MaxNameLen      = 128
+	MinWindow       = time.Millisecond
+	MinSyncInterval = 10 * time.Millisecond
+)
+
+// Rule is one rate limit: Count requests per key per Window, counted as Type,
+// shared between nodes as SyncInterval and Allocation say.
+type Rule struct {
+	// Name is the id callers use to pick the rule.
+	Name string
+	// Count is how many hits a key may spend per window.
+	Count int64
+	// Window is the window length.
+	Window time.Duration
+	// Type is Sliding (the zero value) or Fixed.
+	Type Type
+	// SyncInterval is Strict (-1) for Raft-backed exact decisions, or how
+	// often a batched rule exchanges counts with peers.
+	SyncInterval time.Duration
+	// Allocation is how a batched rule divides budget between syncs.
+	Allocation Allocation
+	// FailMode is what a strict rule does without a quorum.
+	FailMode FailMode
+}
+
+// IsStrict reports whether r decides through the Raft log.
+func (r *Rule) IsStrict() bool { return r.SyncInterval == Strict }
+
+// ErrInvalidRule matches (with errors.Is) every error Validate returns.
+var ErrInvalidRule = errors.New("invalid rule")
+
+// FieldError is a rule field that is out of range; its text names the field
+// as the rule file spells it.
+type FieldError struct {
+	// Field is the rule-file name of the field, e.g. "count".
+	Field string
+	// Problem says what is wrong, e.g. "must be ≥ 1, got 0".
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + " " + e.Problem }
+
+// Is makes every FieldError match ErrInvalidRule.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalidRule }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks r against the ranges of each field and returns an error
+// naming the first field that is out of range.
+func (r *Rule) Validate() error {
+	if err := validateName(r.Name); err != nil {
+		return err
+	}
+	if r.Count < 1 {
+		return fieldErr("count", "must be ≥ 1, got %d", r.Count)
+	}
+	if r.Count > MaxCount {
+		return fieldErr("count", "must be ≤ 2^40 (%d), got %d", MaxCount, r.Count)
+	}
+	if r.Window < MinWindow {
+		return fieldErr("time_window", "must be ≥ 1ms, got %v", r.Window)
+	}
+	if r.Type != Sliding && r.Type != Fixed {
+		return fieldErr("window_type", "must be fixed or sliding, got %v", r.Type)
+	}
+	if !r.IsStrict() {
+		if r.SyncInterval < MinSyncInterval || r.SyncInterval >= r.Window {
+			return fieldErr("sync_interval", "must be -1 (strict) or ≥ 10ms and < time_window (%v), got %v",
+				r.Window, r.SyncInterval)
+		}
+	}
+	if r.Allocation != Adaptive && r.Allocation != Classic {
+		return fieldErr("allocation", "must be adaptive or classic, got %v", r.Allocation)
+	}
+	if r.FailMode > FailClosed {
+		return fieldErr("fail_mode", "must be open, closed or local, got %v", r.FailMode)
+	}
+	return nil
+}
+
+func validateName(name string) error {
+	if name == "" {
+		return fieldErr("name", "must not be empty")
+	}
+	if len(name) > MaxNameLen {
+		return fieldErr("name", "must be ≤ %d bytes, got %d", MaxNameLen, len(name))
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '_' || c == '.' || c == ':' || c == '-'
+		if !ok {
+			return fieldErr("name", "%q has %q at byte %d; allowed are letters, digits and _.:-", name, c, i)
+		}
+	}
+	return nil
+}
