@@ -7,24 +7,51 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/counter"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/window"
 )
 
 // Config configures a node. The zero value plus Rules is a single in-memory
-// node.
+// node that serves nothing but the Go API.
 type Config struct {
-	// Name identifies the node in the fleet; it must be stable across
-	// restarts. Default: the host name.
+	// Name identifies the node in the fleet; it must be unique and stable
+	// across restarts. Default: the host name.
 	Name string
 	// Rules are the limits the node enforces.
 	Rules []window.Rule
+
+	// GRPCAddr is where the node serves the Limiter and Peer gRPC APIs
+	// (HOST:PORT; port 0 picks a free one). Required in a cluster; empty
+	// serves nothing.
+	GRPCAddr string
+	// GRPCAdvertiseAddr is the gRPC address peers dial; default the address
+	// GRPCAddr bound to.
+	GRPCAdvertiseAddr string
+	// BindAddr is the gossip (memberlist) HOST:PORT; empty runs no gossip,
+	// a single node.
+	BindAddr string
+	// AdvertiseAddr is the gossip HOST:PORT peers reach this node on;
+	// default BindAddr.
+	AdvertiseAddr string
+	// Join are gossip addresses of peers to join: HOST:PORT, or
+	// dns:NAME:PORT for every A/AAAA record of NAME (a Kubernetes headless
+	// service).
+	Join []string
+	// JoinTimeout bounds how long Start tries the seeds and pulls state
+	// from a peer before it serves anyway. Default 10s.
+	JoinTimeout time.Duration
+
 	// DataDir keeps state across restarts; empty keeps everything in memory.
 	DataDir string
+	// ShutdownTimeout bounds how long Close waits for in-flight gRPC calls.
+	// Default 5s.
+	ShutdownTimeout time.Duration
 	// Logger receives the node's logs; default slog.Default().
 	Logger *slog.Logger
 	// Now returns the current time in Unix nanoseconds; default the wall
@@ -38,11 +65,20 @@ type Node struct {
 	log     *slog.Logger
 	now     func() int64
 	clock   *wallClock
+	self    counter.Incarnation
+	hash    uint64
 	replica *counter.Replica
+	metrics *Metrics
+
+	store   *store.Store // nil without DataDir
+	server  *server      // nil without GRPCAddr
+	members *membership  // nil without BindAddr
+	peers   *peerSet
 
 	cancel context.CancelFunc
+	done   <-chan struct{} // closed when the node starts closing
+	wake   chan struct{}   // reschedules the tick loop, e.g. when peers change
 	wg     sync.WaitGroup
-	wake   chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -51,14 +87,42 @@ type Node struct {
 // ErrClosed is returned by calls on a closed node.
 var ErrClosed = errors.New("sluice: node is closed")
 
-// Start validates cfg and starts a node. The node runs until Close; ctx only
-// bounds the start itself.
+// Start validates cfg and starts a node. With BindAddr it joins the cluster
+// and pulls the current counts from a peer before it returns, so it never
+// starts from an empty budget. The node runs until Close; ctx bounds only
+// the start.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), clock: newWallClock(), metrics: newMetrics(),
+		wake: make(chan struct{}, 1)}
+	n.now = cfg.Now
+	if n.now == nil {
+		n.now = n.clock.Now
+	}
+	n.self = counter.Incarnation{Node: cfg.Name, Boot: newBootID()}
+	n.hash = rulesHash(cfg.Rules)
+	replica, err := counter.NewReplica(counter.Config{Self: n.self, Rules: cfg.Rules, Start: n.now()})
+	if err != nil {
+		return nil, fmt.Errorf("sluice: %w", err)
+	}
+	n.replica = replica
+	loopCtx, cancel := context.WithCancel(context.Background())
+	n.cancel, n.done = cancel, loopCtx.Done()
+	n.peers = newPeerSet(n, loopCtx)
+	if err := n.start(ctx, loopCtx); err != nil {
+		return nil, errors.Join(err, n.Close())
+	}
+	return n, nil
+}
+
+func (cfg *Config) defaults() error {
 	if len(cfg.Rules) == 0 {
-		return nil, errors.New("sluice: config has no rules")
+		return errors.New("sluice: config has no rules")
 	}
 	if cfg.Name == "" {
 		host, err := os.Hostname()
@@ -70,23 +134,67 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	clock := newWallClock()
-	if cfg.Now == nil {
-		cfg.Now = clock.Now
+	if cfg.JoinTimeout <= 0 {
+		cfg.JoinTimeout = 10 * time.Second
 	}
-	self := counter.Incarnation{Node: cfg.Name, Boot: newBootID()}
-	replica, err := counter.NewReplica(counter.Config{Self: self, Rules: cfg.Rules, Start: cfg.Now()})
-	if err != nil {
-		return nil, fmt.Errorf("sluice: %w", err)
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 5 * time.Second
 	}
-	loopCtx, cancel := context.WithCancel(context.Background())
-	n := &Node{
-		cfg: cfg, log: cfg.Logger.With("node", cfg.Name), now: cfg.Now,
-		replica: replica, cancel: cancel, wake: make(chan struct{}, 1), clock: clock,
+	if cfg.BindAddr != "" && cfg.GRPCAddr == "" {
+		return errors.New("sluice: a clustered node (BindAddr set) needs GRPCAddr for its peers")
+	}
+	for _, a := range []struct{ field, addr string }{
+		{"GRPCAddr", cfg.GRPCAddr}, {"GRPCAdvertiseAddr", cfg.GRPCAdvertiseAddr},
+		{"BindAddr", cfg.BindAddr}, {"AdvertiseAddr", cfg.AdvertiseAddr},
+	} {
+		if a.addr != "" {
+			if err := CheckHostPort(a.field, a.addr); err != nil {
+				return fmt.Errorf("sluice: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// start brings up storage, the gRPC server and membership, in that order,
+// then pulls state from a peer.
+func (n *Node) start(ctx, loopCtx context.Context) error {
+	if n.cfg.DataDir != "" {
+		st, err := store.Open(n.cfg.DataDir, store.WithLogger(n.log))
+		if err != nil {
+			return fmt.Errorf("sluice: data_dir: %w", err)
+		}
+		n.store = st
+		if err := n.restore(); err != nil {
+			return err
+		}
+	}
+	if n.cfg.GRPCAddr != "" {
+		srv, err := newServer(ctx, n)
+		if err != nil {
+			return err
+		}
+		n.server = srv
+	}
+	if n.cfg.BindAddr != "" {
+		m, err := newMembership(n)
+		if err != nil {
+			return err
+		}
+		n.members = m
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			m.run(loopCtx)
+		}()
+		joinCtx, cancel := context.WithTimeout(ctx, n.cfg.JoinTimeout)
+		defer cancel()
+		m.join(joinCtx)
+		n.pullState(joinCtx)
 	}
 	n.wg.Add(1)
 	go n.tickLoop(loopCtx)
-	return n, nil
+	return nil
 }
 
 func newBootID() uint64 {
@@ -98,6 +206,28 @@ func newBootID() uint64 {
 // Name returns the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
 
+// Incarnation returns the node's name and the boot id of this run.
+func (n *Node) Incarnation() counter.Incarnation { return n.self }
+
+// GRPCAddr returns the address the gRPC server listens on, or "".
+func (n *Node) GRPCAddr() string {
+	if n.server == nil {
+		return ""
+	}
+	return n.server.addr()
+}
+
+// GossipAddr returns the address memberlist listens on, or "".
+func (n *Node) GossipAddr() string {
+	if n.members == nil {
+		return ""
+	}
+	return n.members.addr()
+}
+
+// Metrics returns the node's counters.
+func (n *Node) Metrics() *Metrics { return n.metrics }
+
 // Allow checks hits (≥ 0; 0 asks without consuming) against rule for key and
 // records them if admitted. A batched rule decides from this node's view and
 // never waits on the network.
@@ -105,16 +235,61 @@ func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.
 	return n.replica.Allow(n.now(), rule, key, hits)
 }
 
+// View returns this node's own and whole-view counts for key under rule, at
+// the current time: what it admitted itself, and what it believes the fleet
+// admitted in the current and previous windows.
+func (n *Node) View(rule, key string) (own, view window.Counts, err error) {
+	t := n.replica.Table(rule)
+	if t == nil {
+		return own, view, fmt.Errorf("%w %q", counter.ErrUnknownRule, rule)
+	}
+	own, view = t.Counts(key, n.now())
+	return own, view, nil
+}
+
 // Rules returns the node's rules.
 func (n *Node) Rules() []window.Rule { return append([]window.Rule(nil), n.cfg.Rules...) }
 
-// Close stops the node and releases everything it holds.
+// Close leaves the cluster, stops the node and releases everything it holds.
+// A node with a DataDir saves its counts first, so a restart keeps them.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		var errs []error
+		if n.members != nil {
+			errs = append(errs, n.members.leave())
+		}
 		n.cancel()
 		n.wg.Wait()
+		n.peers.closeAll()
+		if n.server != nil {
+			n.server.stop(n.cfg.ShutdownTimeout)
+		}
+		if n.store != nil {
+			errs = append(errs, n.persist(), n.store.Close())
+		}
+		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
+}
+
+// Kill stops the node abruptly, as a crash would: no leave message, no
+// saved state. Tests use it to exercise failure detection and restarts.
+func (n *Node) Kill() {
+	n.closeOnce.Do(func() {
+		if n.members != nil {
+			n.members.shutdown()
+		}
+		n.cancel()
+		n.wg.Wait()
+		n.peers.closeAll()
+		if n.server != nil {
+			n.server.stop(0)
+		}
+		if n.store != nil {
+			n.store.Close()
+		}
+		n.closeErr = ErrClosed
+	})
 }
 
 // tickLoop drives the replica's sync rounds and expiry on the node's clock.
@@ -129,12 +304,24 @@ func (n *Node) tickLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-n.wake:
+			continue
 		case <-timer.C:
 		}
 		n.clock.reanchor()
-		n.send(n.replica.Tick(n.now()))
+		n.peers.send(n.replica.Tick(n.now()))
 	}
 }
 
-// send delivers deltas to peers; a lone node has none.
-func (n *Node) send(out []counter.Outbound) {}
+// rescheduleTicks makes the tick loop recompute when its next round is due.
+func (n *Node) rescheduleTicks() {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// listen opens a TCP listener honouring ctx.
+func listen(ctx context.Context, addr string) (net.Listener, error) {
+	var lc net.ListenConfig
+	return lc.Listen(ctx, "tcp", addr)
+}

@@ -186,6 +186,8 @@ func perInterval(demand int64, elapsed, interval time.Duration) int64 {
 
 func (adaptive) published(s *slot) [2]int64 { return s.own }
 
+func (adaptive) unpublished(*slot) int64 { return 0 }
+
 func (adaptive) announce(s *slot) (claim, need int64) {
 	return s.x.alloc.budget, s.x.alloc.need
 }

@@ -12,8 +12,11 @@ type policy interface {
 	decide(t *Table, s *slot, own, view window.Counts, now, hits int64) window.Decision
 	// sync runs at this node's sync round; epoch stamps what it publishes.
 	sync(t *Table, s *slot, now, idx int64, epoch uint64)
-	// published returns the own counts peers are told of, by slot position.
+	// published returns the own counts peers are told of, by slot position,
+	// and unpublished what will be added to the current window's at the
+	// next sync.
 	published(s *slot) [2]int64
+	unpublished(s *slot) int64
 	// announce returns the claim and need peers are told of with the
 	// current window's entry.
 	announce(s *slot) (claim, need int64)

@@ -47,6 +47,8 @@ func (classic) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 
 func (classic) published(s *slot) [2]int64 { return s.x.alloc.pushed }
 
+func (classic) unpublished(s *slot) int64 { return s.x.alloc.spent }
+
 func (classic) announce(*slot) (claim, need int64) { return 0, 0 }
 
 // untilSync is how long until the next sync round refreshes budgets.

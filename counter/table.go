@@ -152,8 +152,9 @@ func (t *Table) newShared() *shared {
 	return x
 }
 
-// Counts returns this incarnation's and the whole view's counts for key at
-// moment now, without recording anything.
+// Counts returns this incarnation's exact counts for key at moment now, and
+// the whole view: what this node believes the fleet admitted, counting
+// itself as its peers count it. Nothing is recorded.
 func (t *Table) Counts(key string, now int64) (own, view window.Counts) {
 	idx := window.Index(now, t.rule.Window)
 	sh := t.shardOf(key)
@@ -164,7 +165,14 @@ func (t *Table) Counts(key string, now int64) (own, view window.Counts) {
 		return own, view
 	}
 	s.roll(idx)
-	return s.counts(idx)
+	own, view = s.counts(idx)
+	if s.x != nil && t.live.Load() > 1 && s.pos(idx) == 1 {
+		pub := t.policy.published(s)
+		pub[1] += t.policy.unpublished(s)
+		view.Prev += pub[0] - s.own[0]
+		view.Curr += pub[1] - s.own[1]
+	}
+	return own, view
 }
 
 // Len returns the number of keys the table holds.

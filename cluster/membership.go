@@ -1,0 +1,273 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// membership runs memberlist for the node: it gossips the node's metadata
+// (gRPC address, incarnation, rules hash), finds peers and notices when they
+// come, go or restart.
+type membership struct {
+	n       *Node
+	ml      *memberlist.Memberlist
+	meta    []byte
+	changed chan struct{} // coalesced "membership changed" signal
+}
+
+func newMembership(n *Node) (*membership, error) {
+	m := &membership{n: n, changed: make(chan struct{}, 1)}
+	grpcAddr := n.cfg.GRPCAdvertiseAddr
+	if grpcAddr == "" {
+		grpcAddr = n.server.addr()
+	}
+	meta, err := nodeMeta{grpcAddr: grpcAddr, boot: n.self.Boot, rulesHash: n.hash}.encode()
+	if err != nil {
+		return nil, fmt.Errorf("sluice: %w", err)
+	}
+	m.meta = meta
+
+	host, port, err := splitHostPort(n.cfg.BindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: BindAddr: %w", err)
+	}
+	var mc *memberlist.Config
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		// One machine: probe and gossip fast, the network is not in the way.
+		mc = memberlist.DefaultLocalConfig()
+	} else {
+		mc = memberlist.DefaultLANConfig()
+	}
+	mc.Name = n.cfg.Name
+	mc.BindAddr, mc.BindPort = host, port
+	if n.cfg.AdvertiseAddr != "" {
+		ah, ap, err := splitHostPort(n.cfg.AdvertiseAddr)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: AdvertiseAddr: %w", err)
+		}
+		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
+	}
+	mc.Delegate = m
+	mc.Events = m
+	// A restarted node may come back on another address under its name.
+	mc.DeadNodeReclaimTime = time.Second
+	mc.Logger = log.New(&memberlistLog{log: n.log}, "", 0)
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: gossip on %s: %w", n.cfg.BindAddr, err)
+	}
+	m.ml = ml
+	return m, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q is not a number in 0–65535", p)
+	}
+	return host, port, nil
+}
+
+func (m *membership) addr() string {
+	ln := m.ml.LocalNode()
+	return net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
+}
+
+// join tries the seeds until one answers or ctx ends; a node that cannot
+// reach any seed keeps running alone and retries in run.
+func (m *membership) join(ctx context.Context) {
+	if len(m.n.cfg.Join) == 0 {
+		return
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		seeds := resolveSeeds(ctx, m.n.cfg.Join, m.n.log)
+		if len(seeds) > 0 {
+			if joined, err := m.ml.Join(seeds); joined > 0 {
+				m.n.log.Info("joined the cluster", "seeds", seeds, "contacted", joined)
+				m.signal()
+				return
+			} else if err != nil {
+				m.n.log.Debug("join failed", "seeds", seeds, "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			m.n.log.Warn("no seed answered; serving alone until one does", "join", m.n.cfg.Join)
+			return
+		case <-time.After(backoff):
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+}
+
+// resolveSeeds expands dns:NAME:PORT seeds into one HOST:PORT per A/AAAA
+// record.
+func resolveSeeds(ctx context.Context, seeds []string, log *slog.Logger) []string {
+	var out []string
+	for _, s := range seeds {
+		rest, ok := strings.CutPrefix(s, "dns:")
+		if !ok {
+			out = append(out, s)
+			continue
+		}
+		name, port, err := net.SplitHostPort(rest)
+		if err != nil {
+			log.Warn("bad dns seed", "seed", s, "err", err)
+			continue
+		}
+		ips, err := net.DefaultResolver.LookupIPAddr(ctx, name)
+		if err != nil {
+			log.Debug("dns seed did not resolve", "seed", s, "err", err)
+			continue
+		}
+		for _, ip := range ips {
+			out = append(out, net.JoinHostPort(ip.IP.String(), port))
+		}
+	}
+	return out
+}
+
+// run refreshes the peer set whenever membership changes, and retries the
+// seeds while the node is alone.
+func (m *membership) run(ctx context.Context) {
+	m.refresh()
+	retry := time.NewTicker(5 * time.Second)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.changed:
+			m.refresh()
+		case <-retry.C:
+			if m.ml.NumMembers() <= 1 && len(m.n.cfg.Join) > 0 {
+				if joined, _ := m.ml.Join(resolveSeeds(ctx, m.n.cfg.Join, m.n.log)); joined > 0 {
+					m.refresh()
+				}
+			}
+		}
+	}
+}
+
+// refresh reads the member list into the peer set and checks for rule drift.
+func (m *membership) refresh() {
+	var live []peerInfo
+	drift, total := 0, 0
+	for _, node := range m.ml.Members() {
+		if node.Name == m.n.cfg.Name {
+			continue
+		}
+		meta, err := decodeMeta(node.Meta)
+		if err != nil {
+			m.n.log.Warn("ignoring a member with bad metadata", "member", node.Name, "err", err)
+			continue
+		}
+		total++
+		if meta.rulesHash != m.n.hash {
+			drift++
+		}
+		live = append(live, peerInfo{name: node.Name, boot: meta.boot, grpcAddr: meta.grpcAddr})
+	}
+	m.n.metrics.Members.Store(int64(total + 1))
+	m.n.metrics.DriftedMembers.Store(int64(drift))
+	if drift > 0 {
+		if 2*drift > total+1 {
+			m.n.log.Warn("this node's rules differ from the majority of the cluster", "differing_members", drift, "members", total+1)
+		} else {
+			m.n.log.Warn("some members' rules differ from this node's", "differing_members", drift, "members", total+1)
+		}
+	}
+	m.n.peers.update(live)
+}
+
+func (m *membership) signal() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (m *membership) leave() error {
+	err := m.ml.Leave(time.Second)
+	return joinErr(err, m.ml.Shutdown())
+}
+
+func (m *membership) shutdown() { _ = m.ml.Shutdown() }
+
+func joinErr(a, b error) error {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return fmt.Errorf("%w; %w", a, b)
+}
+
+// memberlist.Delegate: only the metadata is used.
+
+// NodeMeta returns the node's metadata for gossip.
+func (m *membership) NodeMeta(limit int) []byte { return m.meta }
+
+// NotifyMsg ignores user messages; deltas travel over gRPC.
+func (m *membership) NotifyMsg([]byte) {}
+
+// GetBroadcasts has nothing to broadcast.
+func (m *membership) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+// LocalState has no state to push.
+func (m *membership) LocalState(join bool) []byte { return nil }
+
+// MergeRemoteState has no state to merge.
+func (m *membership) MergeRemoteState(buf []byte, join bool) {}
+
+// memberlist.EventDelegate: every change triggers a refresh.
+
+// NotifyJoin signals a new member.
+func (m *membership) NotifyJoin(*memberlist.Node) { m.signal() }
+
+// NotifyLeave signals a member that left or died.
+func (m *membership) NotifyLeave(*memberlist.Node) { m.signal() }
+
+// NotifyUpdate signals a member whose metadata changed (a restart).
+func (m *membership) NotifyUpdate(*memberlist.Node) { m.signal() }
+
+// memberlistLog turns memberlist's log lines ("[LEVEL] memberlist: …") into
+// slog records.
+type memberlistLog struct{ log *slog.Logger }
+
+func (w *memberlistLog) Write(p []byte) (int, error) {
+	line := string(bytes.TrimSpace(p))
+	level := slog.LevelInfo
+	for prefix, l := range map[string]slog.Level{"[DEBUG]": slog.LevelDebug, "[INFO]": slog.LevelInfo,
+		"[WARN]": slog.LevelWarn, "[ERR]": slog.LevelError} {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			line, level = strings.TrimSpace(rest), l
+			break
+		}
+	}
+	// memberlist's warnings are mostly about peers coming and going, which
+	// the node reports itself; keep them below the node's own warnings.
+	if level == slog.LevelWarn {
+		level = slog.LevelInfo
+	}
+	w.log.Log(context.Background(), level, line)
+	return len(p), nil
+}
+
+var _ io.Writer = (*memberlistLog)(nil)

@@ -1,0 +1,52 @@
+package cluster
+
+import (
+	"fmt"
+	"io"
+	"sync/atomic"
+)
+
+// Metrics are a node's counters and gauges, exported at /metrics in the
+// Prometheus text format by the agent.
+type Metrics struct {
+	// Members and Peers are the cluster size as seen by this node, itself
+	// included, and the peers it streams to.
+	Members, Peers atomic.Int64
+	// DriftedMembers are members whose rule set differs from this node's.
+	DriftedMembers atomic.Int64
+	// Sync traffic out: messages, entries and bytes written to peers;
+	// deltas dropped for a slow peer; streams that broke.
+	DeltasSent, EntriesSent, BytesSent, DeltasDropped, StreamResets atomic.Int64
+	// Sync traffic in: deltas merged, entries merged, deltas rejected as
+	// malformed, deltas naming rules this node does not have.
+	DeltasReceived, EntriesMerged, DeltasRejected, UnknownRuleDeltas atomic.Int64
+}
+
+func newMetrics() *Metrics { return &Metrics{} }
+
+// WritePrometheus writes the metrics in the Prometheus text format.
+func (m *Metrics) WritePrometheus(w io.Writer) error {
+	type metric struct {
+		name, kind, help string
+		v                *atomic.Int64
+	}
+	for _, x := range []metric{
+		{"sluice_members", "gauge", "Cluster members seen by this node, itself included.", &m.Members},
+		{"sluice_peers", "gauge", "Peers this node streams deltas to.", &m.Peers},
+		{"sluice_rules_drift_members", "gauge", "Members whose rule set differs from this node's.", &m.DriftedMembers},
+		{"sluice_sync_deltas_sent_total", "counter", "Delta messages written to peers.", &m.DeltasSent},
+		{"sluice_sync_entries_sent_total", "counter", "Entries written to peers.", &m.EntriesSent},
+		{"sluice_sync_bytes_sent_total", "counter", "Bytes of delta messages written to peers.", &m.BytesSent},
+		{"sluice_sync_deltas_dropped_total", "counter", "Deltas dropped for a slow peer (followed by a full resend).", &m.DeltasDropped},
+		{"sluice_sync_stream_resets_total", "counter", "Sync streams that broke and were reopened.", &m.StreamResets},
+		{"sluice_sync_deltas_received_total", "counter", "Delta messages merged from peers.", &m.DeltasReceived},
+		{"sluice_sync_entries_merged_total", "counter", "Entries merged from peers.", &m.EntriesMerged},
+		{"sluice_sync_deltas_rejected_total", "counter", "Malformed deltas rejected.", &m.DeltasRejected},
+		{"sluice_sync_unknown_rule_deltas_total", "counter", "Deltas naming rules this node does not have.", &m.UnknownRuleDeltas},
+	} {
+		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", x.name, x.help, x.name, x.kind, x.name, x.v.Load()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

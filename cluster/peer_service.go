@@ -1,0 +1,168 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/sluicehq/sluice/counter"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
+)
+
+// peerService serves the sluice.v1.Peer API: deltas in, full state out.
+type peerService struct {
+	sluicev1.UnimplementedPeerServer
+	node *Node
+}
+
+// pullChunk is how many entries go into one Pull message.
+const pullChunk = 4096
+
+// Sync merges every delta the stream brings. A malformed delta ends the
+// stream with InvalidArgument naming the sender; the sender then reconnects
+// and resends everything.
+func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
+	n := s.node
+	// Receive in a goroutine so that a closing node ends the stream at once
+	// instead of waiting for the peer to hang up.
+	type recv struct {
+		msg *sluicev1.Delta
+		err error
+	}
+	in := make(chan recv)
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	go func() {
+		for {
+			msg, err := stream.Recv()
+			select {
+			case in <- recv{msg, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var received uint64
+	for {
+		var r recv
+		select {
+		case <-n.done:
+			return status.Error(codes.Unavailable, "node is shutting down")
+		case r = <-in:
+		}
+		msg, err := r.msg, r.err
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(&sluicev1.SyncAck{Received: received})
+		}
+		if err != nil {
+			return err
+		}
+		received++
+		d, err := decodeDelta(msg)
+		if err != nil {
+			n.metrics.DeltasRejected.Add(1)
+			n.log.Warn("rejected a delta", "err", err)
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		if d.From == n.self {
+			return status.Error(codes.InvalidArgument, "a node cannot sync with itself")
+		}
+		res, err := n.replica.Receive(n.now(), d)
+		if err != nil {
+			n.metrics.DeltasRejected.Add(1)
+			n.log.Warn("rejected a delta", "err", err)
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		n.metrics.DeltasReceived.Add(1)
+		n.metrics.EntriesMerged.Add(int64(res.Merged))
+		if len(res.UnknownRules) > 0 {
+			n.metrics.UnknownRuleDeltas.Add(1)
+			n.log.Debug("delta names rules this node does not have", "from", d.From.Node, "rules", res.UnknownRules)
+		}
+	}
+}
+
+// Pull streams the node's full state in chunks.
+func (s *peerService) Pull(req *sluicev1.PullRequest, stream sluicev1.Peer_PullServer) error {
+	n := s.node
+	snap := n.replica.Snapshot(n.now())
+	for _, chunk := range splitDelta(snap, pullChunk) {
+		if err := stream.Send(encodeDelta(chunk)); err != nil {
+			return err
+		}
+	}
+	n.log.Debug("served a state pull", "to", req.GetFrom().GetNode(), "entries", snap.Size())
+	return nil
+}
+
+// splitDelta cuts a snapshot into deltas of at most max entries each, every
+// one carrying the full incarnation list so it stands alone.
+func splitDelta(d *counter.Delta, max int) []*counter.Delta {
+	var out []*counter.Delta
+	cur := &counter.Delta{From: d.From, Seq: d.Seq, Incarnations: d.Incarnations, Live: d.Live, Full: d.Full}
+	size := 0
+	for _, rd := range d.Rules {
+		for start := 0; start < len(rd.Entries); {
+			room := max - size
+			end := min(start+room, len(rd.Entries))
+			cur.Rules = append(cur.Rules, counter.RuleDelta{Rule: rd.Rule, Entries: rd.Entries[start:end]})
+			size += end - start
+			start = end
+			if size == max {
+				out = append(out, cur)
+				cur = &counter.Delta{From: d.From, Seq: d.Seq, Incarnations: d.Incarnations, Live: d.Live, Full: d.Full}
+				size = 0
+			}
+		}
+	}
+	if size > 0 || len(out) == 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// Members lists the cluster as this node sees it.
+func (s *peerService) Members(ctx context.Context, _ *sluicev1.MembersRequest) (*sluicev1.MembersResponse, error) {
+	n := s.node
+	self := &sluicev1.Member{Name: n.cfg.Name, State: "alive", GrpcAddr: n.GRPCAddr(), Boot: n.self.Boot,
+		RulesHash: n.hash, RulesMatch: true, Self: true, GossipAddr: n.GossipAddr()}
+	resp := &sluicev1.MembersResponse{Members: []*sluicev1.Member{self}}
+	if n.members == nil {
+		return resp, nil
+	}
+	for _, m := range n.members.ml.Members() {
+		if m.Name == n.cfg.Name {
+			continue
+		}
+		mem := &sluicev1.Member{Name: m.Name, State: stateName(m.State),
+			GossipAddr: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port)))}
+		if meta, err := decodeMeta(m.Meta); err == nil {
+			mem.GrpcAddr, mem.Boot, mem.RulesHash, mem.RulesMatch = meta.grpcAddr, meta.boot, meta.rulesHash, meta.rulesHash == n.hash
+		}
+		resp.Members = append(resp.Members, mem)
+	}
+	return resp, nil
+}
+
+func stateName(s memberlist.NodeStateType) string {
+	switch s {
+	case memberlist.StateAlive:
+		return "alive"
+	case memberlist.StateSuspect:
+		return "suspect"
+	case memberlist.StateDead:
+		return "dead"
+	case memberlist.StateLeft:
+		return "left"
+	}
+	return "unknown"
+}

@@ -1,0 +1,268 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/counter"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
+)
+
+// peerInfo is a live member as membership sees it.
+type peerInfo struct {
+	name     string
+	boot     uint64
+	grpcAddr string
+}
+
+func (p peerInfo) inc() counter.Incarnation { return counter.Incarnation{Node: p.name, Boot: p.boot} }
+
+// peerSet owns one connection and one sender goroutine per live peer.
+type peerSet struct {
+	n   *Node
+	ctx context.Context
+
+	mu    sync.Mutex
+	peers map[counter.Incarnation]*peer
+}
+
+// peer streams this node's deltas to one other node. Admission never waits
+// on it: deltas are queued, and a full queue is dropped and replaced by a
+// resend of everything at the next round.
+type peer struct {
+	info   peerInfo
+	conn   *grpc.ClientConn
+	queue  chan *sluicev1.Delta
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// peerQueue is how many deltas may wait for a slow peer.
+const peerQueue = 8
+
+func newPeerSet(n *Node, ctx context.Context) *peerSet {
+	return &peerSet{n: n, ctx: ctx, peers: make(map[counter.Incarnation]*peer)}
+}
+
+// update makes the set match the live members: it dials new ones, stops
+// streaming to departed ones and tells the replica who is live.
+func (ps *peerSet) update(live []peerInfo) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	want := make(map[counter.Incarnation]peerInfo, len(live))
+	incs := make([]counter.Incarnation, 0, len(live))
+	for _, p := range live {
+		want[p.inc()] = p
+		incs = append(incs, p.inc())
+	}
+	for inc, p := range ps.peers {
+		if w, ok := want[inc]; !ok || w.grpcAddr != p.info.grpcAddr {
+			p.stop()
+			delete(ps.peers, inc)
+			ps.n.log.Info("peer gone", "peer", inc.Node, "boot", inc.Boot)
+		}
+	}
+	for inc, info := range want {
+		if _, ok := ps.peers[inc]; ok {
+			continue
+		}
+		p, err := ps.start(info)
+		if err != nil {
+			ps.n.log.Warn("cannot dial peer", "peer", info.name, "addr", info.grpcAddr, "err", err)
+			continue
+		}
+		ps.peers[inc] = p
+		ps.n.log.Info("peer joined", "peer", inc.Node, "boot", inc.Boot, "grpc_addr", info.grpcAddr)
+	}
+	ps.n.replica.SetPeers(incs)
+	ps.n.metrics.Peers.Store(int64(len(ps.peers)))
+	ps.n.rescheduleTicks()
+}
+
+func (ps *peerSet) start(info peerInfo) (*peer, error) {
+	conn, err := grpc.NewClient(info.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize)))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ps.ctx)
+	p := &peer{info: info, conn: conn, queue: make(chan *sluicev1.Delta, peerQueue), cancel: cancel, done: make(chan struct{})}
+	go p.run(ctx, ps.n)
+	return p, nil
+}
+
+// send hands each outbound delta to its peer without waiting.
+func (ps *peerSet) send(out []counter.Outbound) {
+	if len(out) == 0 {
+		return
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, o := range out {
+		p := ps.peers[o.To]
+		if p == nil {
+			continue
+		}
+		msg := encodeDelta(o.Delta)
+		select {
+		case p.queue <- msg:
+		default:
+			// The peer is not keeping up: drop this delta and send it
+			// everything at the next round instead.
+			ps.n.replica.ResendAll(o.To)
+			ps.n.metrics.DeltasDropped.Add(1)
+		}
+	}
+}
+
+// any returns the live peers, for pulling state.
+func (ps *peerSet) list() []*peer {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	out := make([]*peer, 0, len(ps.peers))
+	for _, p := range ps.peers {
+		out = append(out, p)
+	}
+	return out
+}
+
+func (ps *peerSet) closeAll() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for inc, p := range ps.peers {
+		p.stop()
+		delete(ps.peers, inc)
+	}
+}
+
+func (p *peer) stop() {
+	p.cancel()
+	<-p.done
+	_ = p.conn.Close()
+}
+
+// run keeps one Sync stream open to the peer and writes queued deltas to
+// it. After a broken stream the next round resends everything, because the
+// lost messages cannot be known.
+func (p *peer) run(ctx context.Context, n *Node) {
+	defer close(p.done)
+	client := sluicev1.NewPeerClient(p.conn)
+	var stream sluicev1.Peer_SyncClient
+	backoff := 50 * time.Millisecond
+	inc := p.info.inc()
+	for {
+		var msg *sluicev1.Delta
+		select {
+		case <-ctx.Done():
+			if stream != nil {
+				_, _ = stream.CloseAndRecv()
+			}
+			return
+		case msg = <-p.queue:
+		}
+		if stream == nil {
+			s, err := client.Sync(ctx)
+			if err != nil {
+				n.log.Debug("sync stream failed to open", "peer", p.info.name, "err", err)
+				n.replica.ResendAll(inc)
+				if !sleep(ctx, backoff) {
+					return
+				}
+				backoff = min(2*backoff, 2*time.Second)
+				continue
+			}
+			stream, backoff = s, 50*time.Millisecond
+		}
+		if err := stream.Send(msg); err != nil {
+			if !errors.Is(err, io.EOF) {
+				n.log.Debug("sync stream broke", "peer", p.info.name, "err", err)
+			}
+			_, _ = stream.CloseAndRecv()
+			stream = nil
+			n.replica.ResendAll(inc)
+			n.metrics.StreamResets.Add(1)
+			continue
+		}
+		n.metrics.DeltasSent.Add(1)
+		n.metrics.EntriesSent.Add(int64(entries(msg)))
+		n.metrics.BytesSent.Add(int64(proto.Size(msg)))
+	}
+}
+
+func entries(m *sluicev1.Delta) int {
+	k := 0
+	for _, r := range m.GetRules() {
+		k += len(r.GetEntries())
+	}
+	return k
+}
+
+// sleep waits d or until ctx ends; it reports whether to go on.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// pullState merges a peer's full state before the node serves, so that a
+// new or restarted node starts from what the fleet has admitted. It tries
+// each live peer until one answers or ctx ends.
+func (n *Node) pullState(ctx context.Context) {
+	for {
+		peers := n.peers.list()
+		if len(peers) == 0 && len(n.cfg.Join) == 0 {
+			return
+		}
+		for _, p := range peers {
+			got, err := n.pullFrom(ctx, p)
+			if err == nil {
+				n.log.Info("pulled state", "peer", p.info.name, "entries", got)
+				return
+			}
+			n.log.Debug("pull failed", "peer", p.info.name, "err", err)
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			if len(peers) > 0 {
+				n.log.Warn("could not pull state from any peer; serving from what arrives by sync")
+			}
+			return
+		}
+	}
+}
+
+func (n *Node) pullFrom(ctx context.Context, p *peer) (int, error) {
+	stream, err := sluicev1.NewPeerClient(p.conn).Pull(ctx, &sluicev1.PullRequest{From: encodeInc(n.self)})
+	if err != nil {
+		return 0, err
+	}
+	got := 0
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return got, nil
+		}
+		if err != nil {
+			return got, err
+		}
+		d, err := decodeDelta(msg)
+		if err != nil {
+			return got, err
+		}
+		if _, err := n.replica.Receive(n.now(), d); err != nil {
+			return got, err
+		}
+		got += d.Size()
+	}
+}

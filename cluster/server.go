@@ -1,0 +1,72 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
+)
+
+// server is the node's gRPC server: Limiter for clients, Peer for the
+// cluster, health and reflection for operators, all on one port.
+type server struct {
+	grpc   *grpc.Server
+	health *health.Server
+	lis    net.Listener
+	served chan struct{}
+}
+
+func newServer(ctx context.Context, n *Node) (*server, error) {
+	lis, err := listen(ctx, n.cfg.GRPCAddr)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: grpc_addr: %w", err)
+	}
+	s := &server{
+		grpc:   grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageSize)),
+		health: health.NewServer(),
+		lis:    lis,
+		served: make(chan struct{}),
+	}
+	sluicev1.RegisterLimiterServer(s.grpc, NewLimiterService(n))
+	sluicev1.RegisterPeerServer(s.grpc, &peerService{node: n})
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(sluicev1.Limiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	go func() {
+		defer close(s.served)
+		if err := s.grpc.Serve(lis); err != nil {
+			n.log.Error("gRPC server stopped", "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// maxMessageSize bounds one gRPC message, a sync delta included.
+const maxMessageSize = 16 << 20
+
+func (s *server) addr() string { return s.lis.Addr().String() }
+
+// stop drains in-flight calls for up to timeout, then cuts the rest.
+func (s *server) stop(timeout time.Duration) {
+	s.health.Shutdown()
+	drained := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(timeout):
+		s.grpc.Stop()
+		<-drained
+	}
+	<-s.served
+}
