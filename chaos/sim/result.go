@@ -68,8 +68,9 @@ type Spread struct {
 	Max    float64 `json:"max"`
 }
 
-// recorder tallies decisions by window and by second.
-type recorder struct {
+// Recorder tallies a run's decisions by window and by second into a Result.
+// Not safe for concurrent use.
+type Recorder struct {
 	c        *Config
 	start    int64
 	windows  []int64
@@ -81,13 +82,14 @@ type recorder struct {
 	entries  int64
 }
 
-func newRecorder(c *Config, start int64) *recorder {
+// NewRecorder returns a recorder for scenario c run from start.
+func NewRecorder(c *Config, start int64) *Recorder {
 	whole := int(c.Duration / c.Window)
 	if whole == 0 {
 		whole = 1 // a run shorter than a window still reports its one window
 	}
 	secs := int((c.Duration + time.Second - 1) / time.Second)
-	r := &recorder{c: c, start: start, windows: make([]int64, whole), seconds: make([][]int64, secs),
+	r := &Recorder{c: c, start: start, windows: make([]int64, whole), seconds: make([][]int64, secs),
 		fine: make([]int64, (c.Duration+fineStep-1)/fineStep)}
 	for i := range r.seconds {
 		r.seconds[i] = make([]int64, c.Nodes)
@@ -95,7 +97,12 @@ func newRecorder(c *Config, start int64) *recorder {
 	return r
 }
 
-func (r *recorder) request(at int64, node int, allowed bool) {
+// Request records one decision at moment at on node. Decisions outside the
+// run's duration are ignored.
+func (r *Recorder) Request(at int64, node int, allowed bool) {
+	if at < r.start || at >= r.start+int64(r.c.Duration) || node < 0 || node >= r.c.Nodes {
+		return
+	}
 	r.demand++
 	if !allowed {
 		return
@@ -108,7 +115,14 @@ func (r *recorder) request(at int64, node int, allowed bool) {
 	r.fine[(at-r.start)/int64(fineStep)]++
 }
 
-func (r *recorder) result() *Result {
+// SyncTraffic adds sync messages and entries sent, for the Result.
+func (r *Recorder) SyncTraffic(deltas, entries int64) {
+	r.deltas += deltas
+	r.entries += entries
+}
+
+// Result summarises what was recorded.
+func (r *Recorder) Result() *Result {
 	res := &Result{AdmittedTotal: r.admitted, DemandTotal: r.demand, RefusedTotal: r.demand - r.admitted,
 		Deltas: r.deltas, Entries: r.entries, fine: r.fine}
 	limit := float64(r.c.Limit)

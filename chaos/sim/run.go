@@ -13,6 +13,10 @@ import (
 // moved forward to a window boundary.
 const epoch = int64(1_800_000_000) * int64(time.Second)
 
+// Start returns the moment a run of c starts: epoch moved to a boundary of
+// c's windows.
+func Start(c *Config) int64 { return (epoch/int64(c.Window) + 1) * int64(c.Window) }
+
 // simKey is the one key every simulated request is for.
 const simKey = "k"
 
@@ -23,12 +27,11 @@ func Run(c Config) (*Result, error) {
 		return nil, err
 	}
 	rule := c.Rule()
-	start := (epoch/int64(c.Window) + 1) * int64(c.Window)
+	start := Start(&c)
 	end := start + int64(c.Duration)
 	// Phases and arrivals draw from separate streams, so that the same seed
 	// gives the same arrivals whatever the number of nodes.
 	phases := rand.New(rand.NewPCG(c.Seed, 0x5eed))
-	arrivals := rand.New(rand.NewPCG(c.Seed, 0xa77))
 
 	nodes := make([]*counter.Replica, c.Nodes)
 	index := make(map[counter.Incarnation]int, c.Nodes)
@@ -49,19 +52,13 @@ func Run(c Config) (*Result, error) {
 		r.SetPeers(incs)
 	}
 
-	var src traffic
-	if c.Burst {
-		src = &burst{start: start, nodes: int64(c.Nodes), limit: c.Limit, spread: c.Sync / 2}
-	} else {
-		src = newSteady(&c, start, arrivals)
-	}
-
-	rec := newRecorder(&c, start)
+	src := NewTraffic(&c, start)
+	rec := NewRecorder(&c, start)
 	q := &queue{}
 	for i, r := range nodes {
 		q.push(event{at: r.NextTick(), kind: evTick, node: i})
 	}
-	if at, node, ok := src.next(); ok {
+	if at, node, ok := src.Next(); ok {
 		q.push(event{at: at, kind: evRequest, node: node})
 	}
 	for q.Len() > 0 {
@@ -75,16 +72,15 @@ func Run(c Config) (*Result, error) {
 			if err != nil {
 				return nil, err
 			}
-			rec.request(e.at, e.node, d.Allowed)
-			if at, node, ok := src.next(); ok {
+			rec.Request(e.at, e.node, d.Allowed)
+			if at, node, ok := src.Next(); ok {
 				q.push(event{at: at, kind: evRequest, node: node})
 			}
 		case evTick:
 			r := nodes[e.node]
 			for _, o := range r.Tick(e.at) {
 				q.push(event{at: e.at + int64(c.Latency), kind: evDeliver, node: index[o.To], delta: o.Delta})
-				rec.deltas++
-				rec.entries += int64(o.Delta.Size())
+				rec.SyncTraffic(1, int64(o.Delta.Size()))
 			}
 			q.push(event{at: max(r.NextTick(), e.at+1), kind: evTick, node: e.node})
 		case evDeliver:
@@ -93,5 +89,5 @@ func Run(c Config) (*Result, error) {
 			}
 		}
 	}
-	return rec.result(), nil
+	return rec.Result(), nil
 }

@@ -6,9 +6,19 @@ import (
 	"time"
 )
 
-// traffic yields request arrivals in time order: when, and at which node.
-type traffic interface {
-	next() (at int64, node int, ok bool)
+// Traffic yields a scenario's request arrivals in time order: when (Unix
+// nanoseconds), and at which node. The simulator and the wall-clock bench
+// draw the same arrivals from it.
+type Traffic interface {
+	Next() (at int64, node int, ok bool)
+}
+
+// NewTraffic returns the arrivals of scenario c for a run starting at start.
+func NewTraffic(c *Config, start int64) Traffic {
+	if c.Burst {
+		return &burst{start: start, nodes: int64(c.Nodes), limit: c.Limit, spread: c.Sync / 2}
+	}
+	return newSteady(c, start, rand.New(rand.NewPCG(c.Seed, 0xa77)))
 }
 
 // steady is a stream of requests at a total rate, dealt to nodes by smooth
@@ -51,7 +61,8 @@ func newSteady(c *Config, start int64, rng *rand.Rand) *steady {
 	return s
 }
 
-func (s *steady) next() (int64, int, bool) {
+// Next returns the next arrival.
+func (s *steady) Next() (int64, int, bool) {
 	var at int64
 	if s.poisson {
 		s.t += s.rng.ExpFloat64() / s.rate
@@ -93,7 +104,8 @@ type burst struct {
 	g      int64
 }
 
-func (b *burst) next() (int64, int, bool) {
+// Next returns the next arrival.
+func (b *burst) Next() (int64, int, bool) {
 	if b.g >= b.nodes*b.limit {
 		return 0, 0, false
 	}
