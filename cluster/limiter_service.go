@@ -54,13 +54,12 @@ func (s *limiterService) CheckBatch(ctx context.Context, req *sluicev1.CheckBatc
 	if len(checks) > MaxBatchChecks {
 		return nil, status.Errorf(codes.InvalidArgument, "checks: at most %d per batch, got %d", MaxBatchChecks, len(checks))
 	}
-	nodeRules := s.node.Rules()
-	rules := make(map[string]int64, len(nodeRules))
-	for i := range nodeRules {
-		rules[nodeRules[i].Name] = nodeRules[i].Count
-	}
 	for i, c := range checks {
-		if err := validateCheck(rules, c); err != nil {
+		err := errEmptyCheck
+		if c != nil {
+			err = s.node.Check(c.GetRule(), c.GetKey(), c.GetHits())
+		}
+		if err != nil {
 			return nil, statusFor(err, fmt.Sprintf("checks[%d]: ", i))
 		}
 	}
@@ -73,28 +72,6 @@ func (s *limiterService) CheckBatch(ctx context.Context, req *sluicev1.CheckBatc
 		out.Results = append(out.Results, decisionToProto(d))
 	}
 	return out, nil
-}
-
-// validateCheck applies the checks Node.Allow makes, without spending, and
-// returns the same errors. rules maps each rule name to its count.
-func validateCheck(rules map[string]int64, c *sluicev1.CheckRequest) error {
-	if c == nil {
-		return errEmptyCheck
-	}
-	count, ok := rules[c.GetRule()]
-	switch {
-	case !ok:
-		return fmt.Errorf("%w %q", counter.ErrUnknownRule, c.GetRule())
-	case c.GetKey() == "":
-		return counter.ErrEmptyKey
-	case len(c.GetKey()) > counter.MaxKeyLen:
-		return fmt.Errorf("%w: %d bytes, at most %d", counter.ErrKeyTooLong, len(c.GetKey()), counter.MaxKeyLen)
-	case c.GetHits() < 0:
-		return fmt.Errorf("%w, got %d", counter.ErrNegativeHits, c.GetHits())
-	case c.GetHits() > count:
-		return fmt.Errorf("%w: hits %d, rule %q count %d", counter.ErrHitsOverCount, c.GetHits(), c.GetRule(), count)
-	}
-	return nil
 }
 
 // errEmptyCheck is a nil entry in a batch, which only an in-process caller

@@ -235,6 +235,12 @@ func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.
 	return n.replica.Allow(n.now(), rule, key, hits)
 }
 
+// Check reports the error Allow would return for a check (unknown rule,
+// empty or over-long key, hits out of range), without spending anything.
+func (n *Node) Check(rule, key string, hits int64) error {
+	return n.replica.Check(rule, key, hits)
+}
+
 // View returns this node's own and whole-view counts for key under rule, at
 // the current time: what it admitted itself, and what it believes the fleet
 // admitted in the current and previous windows.

@@ -43,10 +43,11 @@ func ample(need int64) int64 {
 	return 2*need + int64(math.Ceil(3*math.Sqrt(float64(need)))) + 1
 }
 
-func (adaptive) decide(t *Table, s *slot, own, view window.Counts, now, hits int64) window.Decision {
+func (adaptive) decide(t *Table, s *slot, own, view window.Counts, at moment, hits int64) window.Decision {
 	a := &s.x.alloc
 	need := max(hits, 1)
-	d := t.rule.Decide(view, now, hits)
+	now := at.now
+	d := t.rule.DecideAt(view, at.elapsed, hits)
 	if hits > 0 {
 		if a.demand == 0 && !a.synced {
 			a.demandAt = now
@@ -56,7 +57,7 @@ func (adaptive) decide(t *Table, s *slot, own, view window.Counts, now, hits int
 	if !d.Allowed {
 		return d
 	}
-	spent, allowance := a.allowance(t, own, now, window.Index(now, t.rule.Window))
+	spent, allowance := a.allowance(t, own, at)
 	if spent+need > allowance {
 		d.Allowed = false
 		d.RetryAfter = untilSync(t, now)
@@ -72,36 +73,34 @@ func (adaptive) decide(t *Table, s *slot, own, view window.Counts, now, hits int
 
 // allowance returns what this node has spent against its current allowance
 // and the allowance itself.
-func (a *allocState) allowance(t *Table, own window.Counts, now, idx int64) (spent, allowance int64) {
+func (a *allocState) allowance(t *Table, own window.Counts, at moment) (spent, allowance int64) {
 	live := t.live.Load()
 	switch {
 	case !a.synced:
 		// A key this node has not synced yet: its presumed share.
 		return a.spent, presumed(t.rule.Count, live, a.need, false)
-	case t.rule.Type == window.Fixed && idx != a.syncWin:
+	case t.rule.Type == window.Fixed && at.idx != a.syncWin:
 		// A fixed window starts afresh; until this node's first sync in it,
 		// its presumed share of the new window.
 		return own.Curr, presumed(t.rule.Count, live, a.need, true)
 	case t.rule.Type == window.Sliding:
-		rel := float64(released(&t.rule, a.frozen, a.syncWin, a.syncAt, now))
+		rel := float64(max(headroomAt(&t.rule, a.frozen, a.syncWin, at)-a.left, 0))
 		return a.spent, a.budget + int64(math.Floor(a.share*rel))
 	}
 	return a.spent, a.budget
 }
 
-// released is how much headroom the decay of counts c (held in window cWin)
-// opens between moments from and to, with no other traffic.
-func released(r *window.Rule, c window.Counts, cWin, from, to int64) int64 {
-	at := func(moment int64) int64 {
-		switch window.Index(moment, r.Window) - cWin {
-		case 0:
-			return r.Remaining(c, moment)
-		case 1:
-			return r.Remaining(window.Counts{Prev: c.Curr}, moment)
-		}
-		return r.Count
+// headroomAt is the headroom that counts c, held in window cWin, leave at
+// moment at if nothing more is admitted: it grows as the sliding window's
+// decay releases budget.
+func headroomAt(r *window.Rule, c window.Counts, cWin int64, at moment) int64 {
+	switch at.idx - cWin {
+	case 0:
+		return r.RemainingAt(c, at.elapsed)
+	case 1:
+		return r.RemainingAt(window.Counts{Prev: c.Curr}, at.elapsed)
 	}
-	return max(at(to)-at(from), 0)
+	return r.Count
 }
 
 func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
@@ -163,7 +162,7 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	claim := min(unclaimed, max(ample(a.need), int64(float64(max(unclaimed, 0))*weight)))
 
 	a.budget, a.spent = max(claim, 0), 0
-	a.synced, a.syncAt, a.syncWin, a.frozen = true, now, idx, view
+	a.synced, a.syncAt, a.syncWin, a.frozen, a.left = true, now, idx, view, headroom
 	a.share = shareOf(a.need)
 	// Announce changes, and at least once a window, so that peers can tell
 	// a quiet node that still holds the key from one that forgot it.

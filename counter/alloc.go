@@ -1,6 +1,8 @@
 package counter
 
 import (
+	"time"
+
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -9,7 +11,7 @@ import (
 // sync runs for every live key at each of this node's sync rounds. Both run
 // with the key's shard locked.
 type policy interface {
-	decide(t *Table, s *slot, own, view window.Counts, now, hits int64) window.Decision
+	decide(t *Table, s *slot, own, view window.Counts, at moment, hits int64) window.Decision
 	// sync runs at this node's sync round; epoch stamps what it publishes.
 	sync(t *Table, s *slot, now, idx int64, epoch uint64)
 	// published returns the own counts peers are told of, by slot position,
@@ -29,6 +31,14 @@ func policyFor(a window.Allocation) policy {
 	return adaptive{}
 }
 
+// moment is a request's time, with its window and how far into it, worked
+// out once per request.
+type moment struct {
+	now     int64
+	idx     int64
+	elapsed time.Duration
+}
+
 // allocState is a key's allocation bookkeeping on one node.
 type allocState struct {
 	// budget is how many hits this node may admit between two syncs:
@@ -46,6 +56,7 @@ type allocState struct {
 	syncAt  int64         // when
 	syncWin int64         // in which window
 	frozen  window.Counts // the view then, to measure what decay releases since
+	left    int64         // the headroom of frozen then
 	share   float64       // this node's share of released budget
 	need    int64         // demand per sync interval before that sync
 	demand  int64         // demand since demandAt

@@ -19,10 +19,11 @@ import (
 // late land in the newer window, where they weigh more: both under-admit.
 type classic struct{}
 
-func (classic) decide(t *Table, s *slot, own, view window.Counts, now, hits int64) window.Decision {
+func (classic) decide(t *Table, s *slot, own, view window.Counts, at moment, hits int64) window.Decision {
 	a := &s.x.alloc
 	need := max(hits, 1)
-	d := t.rule.Decide(view, now, 0)
+	now := at.now
+	d := t.rule.DecideAt(view, at.elapsed, 0)
 	d.Allowed = a.budget-a.spent >= need
 	if d.Allowed && hits > 0 {
 		a.spent += hits

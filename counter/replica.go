@@ -99,6 +99,16 @@ func (r *Replica) Allow(now int64, rule, key string, hits int64) (window.Decisio
 	return t.Allow(key, now, hits), nil
 }
 
+// Check reports the error Allow would return for a check, without deciding
+// or recording anything.
+func (r *Replica) Check(rule, key string, hits int64) error {
+	t := (*r.tables.Load())[rule]
+	if t == nil {
+		return fmt.Errorf("%w %q", ErrUnknownRule, rule)
+	}
+	return t.check(key, hits)
+}
+
 func (t *Table) check(key string, hits int64) error {
 	switch {
 	case key == "":

@@ -123,7 +123,7 @@ func (t *Table) decide(s *slot, now, idx int64, elapsed time.Duration, hits int6
 	p := s.pos(idx)
 	var d window.Decision
 	if live > 1 && s.x != nil && p >= 0 {
-		d = t.policy.decide(t, s, own, view, now, hits)
+		d = t.policy.decide(t, s, own, view, moment{now: now, idx: idx, elapsed: elapsed}, hits)
 	} else {
 		// Alone, the view is exact: own counts plus whatever departed peers
 		// admitted in these windows.

@@ -81,8 +81,12 @@ func (r *Rule) Fits(c Counts, now int64, hits int64) bool {
 
 // Remaining returns how many hits would fit at moment now given the counts.
 func (r *Rule) Remaining(c Counts, now int64) int64 {
-	rem := uint64(r.Window - Elapsed(now, r.Window))
-	return max(r.Count-c.Curr-r.held(c.Prev, rem), 0)
+	return r.RemainingAt(c, Elapsed(now, r.Window))
+}
+
+// RemainingAt is Remaining for a moment elapsed into its window.
+func (r *Rule) RemainingAt(c Counts, elapsed time.Duration) int64 {
+	return max(r.Count-c.Curr-r.held(c.Prev, uint64(r.Window-elapsed)), 0)
 }
 
 // Headroom returns count − estimate at moment now rounded up (it may be

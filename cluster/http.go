@@ -1,0 +1,73 @@
+package cluster
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/pprof"
+)
+
+// metricsContentType is the Prometheus text exposition format, version 0.0.4.
+const metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// HTTPHandler returns the node's operator HTTP API:
+//
+//	GET /metrics        the node's metrics in the Prometheus text format
+//	GET /healthz        200 "ok" while the node runs, 503 once it is closing
+//	    /debug/pprof/…  the net/http/pprof profiles
+//
+// The handlers live on a ServeMux of their own; nothing is added to
+// http.DefaultServeMux. Serve it on a trusted address only: pprof exposes the
+// process's internals.
+func (n *Node) HTTPHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", n.serveMetrics)
+	mux.HandleFunc("GET /healthz", n.serveHealthz)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// serveMetrics writes the metrics. They are rendered into a buffer first, so
+// a failure is a clean 500 rather than a truncated page.
+func (n *Node) serveMetrics(w http.ResponseWriter, _ *http.Request) {
+	var buf bytes.Buffer
+	if err := n.metrics.WritePrometheus(&buf); err != nil {
+		http.Error(w, "writing metrics: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", metricsContentType)
+	h.Set("Cache-Control", "no-store")
+	_, _ = buf.WriteTo(w) // a client that hung up is not the node's problem
+}
+
+// serveHealthz answers 200 while the node runs and 503 once Close (or Kill)
+// has begun, so a load balancer stops sending traffic during the drain.
+func (n *Node) serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	if n.closing() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "closed\n")
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// closing reports whether Close or Kill has begun.
+func (n *Node) closing() bool {
+	if n.done == nil { // not started by Start
+		return false
+	}
+	select {
+	case <-n.done:
+		return true
+	default:
+		return false
+	}
+}
