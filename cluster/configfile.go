@@ -206,7 +206,7 @@ func ParseConfigFile(path string, data []byte) (cfg *FileConfig, err error) {
 		}
 	}
 	for i, j := range cfg.Join {
-		if err := CheckHostPort(fmt.Sprintf("join[%d]", i), j); err != nil {
+		if err := CheckHostPort(fmt.Sprintf("join[%d]", i), strings.TrimPrefix(j, "dns:")); err != nil {
 			errs = append(errs, &ConfigError{Path: path, Line: idx.lineOfJoin(i), Field: "join", Err: err})
 		}
 	}

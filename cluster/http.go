@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"net/http/pprof"
 )
 
 // metricsContentType is the Prometheus text exposition format, version 0.0.4.
@@ -12,22 +11,16 @@ const metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 
 // HTTPHandler returns the node's operator HTTP API:
 //
-//	GET /metrics        the node's metrics in the Prometheus text format
-//	GET /healthz        200 "ok" while the node runs, 503 once it is closing
-//	    /debug/pprof/…  the net/http/pprof profiles
+//	GET /metrics  the node's metrics in the Prometheus text format
+//	GET /healthz  200 "ok" while the node runs, 503 once it is closing
 //
-// The handlers live on a ServeMux of their own; nothing is added to
-// http.DefaultServeMux. Serve it on a trusted address only: pprof exposes the
-// process's internals.
+// The handlers live on a ServeMux of their own. Programs that want pprof
+// beside them (the agent does) mount it themselves, so that embedding a node
+// never exposes a process's internals by accident.
 func (n *Node) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", n.serveMetrics)
 	mux.HandleFunc("GET /healthz", n.serveHealthz)
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
 }
 
@@ -60,14 +53,4 @@ func (n *Node) serveHealthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // closing reports whether Close or Kill has begun.
-func (n *Node) closing() bool {
-	if n.done == nil { // not started by Start
-		return false
-	}
-	select {
-	case <-n.done:
-		return true
-	default:
-		return false
-	}
-}
+func (n *Node) closing() bool { return n.isClosing.Load() }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/counter"
@@ -82,6 +83,7 @@ type Node struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	isClosing atomic.Bool // set first thing in Close, for health checks
 }
 
 // ErrClosed is returned by calls on a closed node.
@@ -105,6 +107,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.now = n.clock.Now
 	}
 	n.self = counter.Incarnation{Node: cfg.Name, Boot: newBootID()}
+	n.metrics.Members.Store(1)
 	n.hash = rulesHash(cfg.Rules)
 	replica, err := counter.NewReplica(counter.Config{Self: n.self, Rules: cfg.Rules, Start: n.now()})
 	if err != nil {
@@ -260,6 +263,7 @@ func (n *Node) Rules() []window.Rule { return append([]window.Rule(nil), n.cfg.R
 // A node with a DataDir saves its counts first, so a restart keeps them.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		n.isClosing.Store(true)
 		var errs []error
 		if n.members != nil {
 			errs = append(errs, n.members.leave())
@@ -282,6 +286,7 @@ func (n *Node) Close() error {
 // saved state. Tests use it to exercise failure detection and restarts.
 func (n *Node) Kill() {
 	n.closeOnce.Do(func() {
+		n.isClosing.Store(true)
 		if n.members != nil {
 			n.members.shutdown()
 		}

@@ -83,6 +83,11 @@ func (a *allocState) allowance(t *Table, own window.Counts, at moment) (spent, a
 		// A fixed window starts afresh; until this node's first sync in it,
 		// its presumed share of the new window.
 		return own.Curr, presumed(t.rule.Count, live, a.need, true)
+	case t.rule.Type == window.Sliding && at.idx == a.syncWin:
+		// Within the window of the last sync the previous window's count
+		// decays linearly: no division needed.
+		rel := a.releaseRate * float64(at.now-a.syncAt)
+		return a.spent, a.budget + int64(math.Floor(rel))
 	case t.rule.Type == window.Sliding:
 		rel := float64(max(headroomAt(&t.rule, a.frozen, a.syncWin, at)-a.left, 0))
 		return a.spent, a.budget + int64(math.Floor(a.share*rel))
@@ -164,6 +169,7 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	a.budget, a.spent = max(claim, 0), 0
 	a.synced, a.syncAt, a.syncWin, a.frozen, a.left = true, now, idx, view, headroom
 	a.share = shareOf(a.need)
+	a.releaseRate = a.share * float64(view.Prev) / float64(t.rule.Window)
 	// Announce changes, and at least once a window, so that peers can tell
 	// a quiet node that still holds the key from one that forgot it.
 	if a.budget != oldClaim || a.need != oldNeed || idx != oldWin {

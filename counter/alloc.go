@@ -58,8 +58,11 @@ type allocState struct {
 	frozen  window.Counts // the view then, to measure what decay releases since
 	left    int64         // the headroom of frozen then
 	share   float64       // this node's share of released budget
-	need    int64         // demand per sync interval before that sync
-	demand  int64         // demand since demandAt
+	// releaseRate is share × what the previous window's decay releases per
+	// nanosecond, until the window ends.
+	releaseRate float64
+	need        int64 // demand per sync interval before that sync
+	demand      int64 // demand since demandAt
 	// demandAt is when demand started counting: the last sync, or the first
 	// request of a key not yet synced.
 	demandAt int64

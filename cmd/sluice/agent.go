@@ -9,17 +9,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
-
 	"github.com/sluicehq/sluice/cluster"
-	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 )
 
 // defaultConfig holds the rules the agent enforces without --config.
@@ -37,9 +33,24 @@ const agentUsage = `usage: sluice agent [--config FILE] [flags]
 
 Runs one sluice node: it enforces the rules in FILE (or, without --config,
 built-in rules: api, 10 per 10s sliding; burst, 100 per 60s fixed) and
-serves the sluice.v1.Limiter gRPC API, gRPC health and reflection on
---grpc-addr until interrupted (Ctrl-C or SIGTERM), then drains in-flight
-calls and stops. Flags override the file.
+serves the sluice.v1.Limiter and sluice.v1.Peer gRPC APIs, gRPC health and
+reflection on --grpc-addr until interrupted (Ctrl-C or SIGTERM); then it
+leaves the cluster, drains in-flight calls and stops. Flags override the
+file.
+
+Clustering: a node with --gossip-addr gossips (memberlist) on that address
+and joins the peers given by --join: their gossip addresses, HOST:PORT, or
+dns:NAME:PORT for every address NAME resolves to (a Kubernetes headless
+service). Nodes learn each other's gRPC addresses by gossip and exchange
+counts over gRPC; a joining node pulls the current counts from a peer
+before it serves. Start the first node without --join and the others with
+--join pointing at it; give every node a unique --name and the same rules.
+examples/cluster/README.md runs 3 agents on one machine, and
+'sluice members --addr HOST:PORT' lists the cluster as a node sees it.
+
+With --http-addr the node also serves /metrics (Prometheus), /healthz and
+/debug/pprof/ over HTTP; pprof exposes the process, so keep that address
+private.
 
 Exit status: 2 if the config is invalid or the node cannot start.
 
@@ -51,7 +62,8 @@ flags:
 type agentOptions struct {
 	// file holds the node settings and rules; flags are already applied.
 	file *cluster.FileConfig
-	// shutdownTimeout bounds the graceful drain of gRPC calls at stop.
+	// shutdownTimeout bounds, at stop, the drain of in-flight gRPC calls
+	// and, separately, of HTTP requests.
 	shutdownTimeout time.Duration
 	// logger receives the agent's and the node's logs.
 	logger *slog.Logger
@@ -65,25 +77,34 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return agentMain(ctx, args, stdout, stderr, nil)
 }
 
-// agentMain is runAgent; ready, when not nil, is called with the bound gRPC
-// address once the agent serves.
-func agentMain(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(addr string)) error {
+// agentMain is runAgent; ready, when not nil, is called with the running
+// agent once it serves, so tests can learn its bound addresses.
+func agentMain(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(*agent)) error {
 	opts, err := parseAgentFlags(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
 	log := opts.logger
 	f := opts.file
-	if f.GossipAddr != "" || f.AdvertiseAddr != "" || len(f.Join) > 0 || f.HTTPAddr != "" {
-		log.Warn("gossip, join and http settings are accepted but not used yet: this agent runs a single node",
-			"gossip_addr", f.GossipAddr, "advertise_addr", f.AdvertiseAddr, "join", f.Join, "http_addr", f.HTTPAddr)
-	}
 	a, err := startAgent(ctx, opts)
 	if err != nil {
 		return err
 	}
-	log.Info("sluice agent serving", "grpc_addr", a.Addr(), "node", a.node.Name(), "config", f.Path)
-	for _, r := range a.node.Rules() {
+	rules := a.node.Rules()
+	names := make([]string, len(rules))
+	for i, r := range rules {
+		names[i] = r.Name
+	}
+	attrs := []any{"node", a.node.Name(), "grpc_addr", a.GRPCAddr(), "gossip_addr", orOff(a.GossipAddr()),
+		"http_addr", orOff(a.HTTPAddr()), "rules", strings.Join(names, ","), "config", f.Path}
+	if len(f.Join) > 0 {
+		attrs = append(attrs, "join", f.Join)
+	}
+	if f.DataDir != "" {
+		attrs = append(attrs, "data_dir", f.DataDir)
+	}
+	log.Info("sluice agent serving", attrs...)
+	for _, r := range rules {
 		attrs := []any{"rule", r.Name, "count", r.Count, "time_window", r.Window, "window_type", r.Type}
 		if r.IsStrict() {
 			attrs = append(attrs, "sync_interval", "strict", "fail_mode", r.FailMode)
@@ -93,20 +114,28 @@ func agentMain(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 		log.Info("rule", attrs...)
 	}
 	if ready != nil {
-		ready(a.Addr())
+		ready(a)
 	}
 
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down", "reason", context.Cause(ctx))
 	case <-a.Done():
-		log.Error("gRPC server stopped serving", "err", a.Err())
+		log.Error("HTTP server stopped serving; shutting down", "err", a.Err())
 	}
-	if err := a.Stop(opts.shutdownTimeout); err != nil {
+	if err := a.Stop(); err != nil {
 		return err
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// orOff is s, or "off" for a listener that is not configured.
+func orOff(s string) string {
+	if s == "" {
+		return "off"
+	}
+	return s
 }
 
 // parseAgentFlags reads the command line and the config file it names.
@@ -117,15 +146,15 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentOptions, er
 		fs.PrintDefaults()
 	}
 	configPath := fs.String("config", "", "read node settings and rules from this YAML `FILE` (see examples/sluice.yaml)")
-	name := fs.String("name", "", "node name, stable across restarts (default: the file's name, else the host name)")
+	name := fs.String("name", "", "node name, unique in the cluster and stable across restarts (default: the file's name, else the host name)")
 	grpcAddr := fs.String("grpc-addr", defaultGRPCAddr, "serve the gRPC API on `HOST:PORT`; port 0 picks a free port")
-	gossipAddr := fs.String("gossip-addr", "", "gossip (memberlist) `HOST:PORT`; not used yet")
-	advertiseAddr := fs.String("advertise-addr", "", "gossip `HOST:PORT` peers reach this node on; not used yet")
-	var join addrList
-	fs.Var(&join, "join", "gossip addresses of peers to join, `HOST:PORT[,...]`; repeatable; not used yet")
-	httpAddr := fs.String("http-addr", "", "serve /metrics and /healthz on `HOST:PORT`; not used yet")
+	gossipAddr := fs.String("gossip-addr", "", "gossip (memberlist) on `HOST:PORT` and run as a cluster member; port 0 picks a free port (default: no gossip, a single node)")
+	advertiseAddr := fs.String("advertise-addr", "", "gossip `HOST:PORT` peers reach this node on, when it differs from --gossip-addr (NAT, containers)")
+	var join joinList
+	fs.Var(&join, "join", "gossip addresses of peers to join, `HOST:PORT[,HOST:PORT…]` or dns:NAME:PORT; repeatable; needs --gossip-addr")
+	httpAddr := fs.String("http-addr", "", "serve /metrics, /healthz and /debug/pprof/ on `HOST:PORT`; port 0 picks a free port (default: no HTTP)")
 	dataDir := fs.String("data-dir", "", "keep state in this `DIR` across restarts (default: in memory)")
-	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "on stop, wait this long for in-flight calls")
+	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "on stop, wait this long for in-flight calls; 0 cuts them at once")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "log `LEVEL`: debug, info, warn or error")
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -167,6 +196,26 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentOptions, er
 			}
 		}
 	}
+	if file.GossipAddr == "" {
+		// Joining and advertising happen over gossip; without it they
+		// would be silently ignored.
+		for _, s := range []struct {
+			flag, field string
+			given       bool
+		}{
+			{"join", "join", len(file.Join) > 0},
+			{"advertise-addr", "advertise_addr", file.AdvertiseAddr != ""},
+		} {
+			switch {
+			case !s.given:
+			case set[s.flag]:
+				return nil, usageError{fmt.Errorf("--%s needs --gossip-addr: a node reaches its peers by gossip", s.flag)}
+			default:
+				return nil, fmt.Errorf("%s: %s needs gossip_addr (or --gossip-addr): a node reaches its peers by gossip",
+					file.Path, s.field)
+			}
+		}
+	}
 	if *shutdown < 0 {
 		return nil, usageError{fmt.Errorf("--shutdown-timeout must not be negative, got %v", *shutdown)}
 	}
@@ -177,20 +226,20 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentOptions, er
 	}, nil
 }
 
-// addrList is a flag holding HOST:PORT addresses, comma-separated and
-// repeatable.
-type addrList []string
+// joinList is the --join flag: gossip addresses of peers, HOST:PORT or
+// dns:NAME:PORT, comma-separated and repeatable.
+type joinList []string
 
-func (l *addrList) String() string { return strings.Join(*l, ",") }
+func (l *joinList) String() string { return strings.Join(*l, ",") }
 
 // Set adds the comma-separated addresses in s.
-func (l *addrList) Set(s string) error {
+func (l *joinList) Set(s string) error {
 	for a := range strings.SplitSeq(s, ",") {
 		a = strings.TrimSpace(a)
 		if a == "" {
 			continue
 		}
-		if err := cluster.CheckHostPort("address", a); err != nil {
+		if err := checkJoinAddr(a); err != nil {
 			return err
 		}
 		*l = append(*l, a)
@@ -198,24 +247,48 @@ func (l *addrList) Set(s string) error {
 	return nil
 }
 
-// agent is a running node serving gRPC.
-type agent struct {
-	node   *cluster.Node
-	srv    *grpc.Server
-	health *health.Server
-	lis    net.Listener
+// checkJoinAddr reports whether a is a seed the node can join: HOST:PORT,
+// or dns:NAME:PORT for every address NAME resolves to.
+func checkJoinAddr(a string) error {
+	const want = "a --join address must be HOST:PORT or dns:NAME:PORT"
+	rest, isDNS := strings.CutPrefix(a, "dns:")
+	host, port, err := net.SplitHostPort(rest)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s, got %q: %w", want, a, err)
+	case isDNS && host == "":
+		return fmt.Errorf("%s, got %q: the DNS name is empty", want, a)
+	case !isDNS && host == "":
+		// Joining ":7946" would mean this machine; say so.
+		return fmt.Errorf("%s, got %q: the host is empty", want, a)
+	}
+	if err := cluster.CheckHostPort("--join", net.JoinHostPort(host, port)); err != nil {
+		return fmt.Errorf("%s, got %q: the port must be a number 0–65535", want, a)
+	}
+	return nil
+}
 
-	served   chan struct{} // closed when Serve returns
-	serveErr error         // what Serve returned; read after served
+// agent is a running node: it serves gRPC itself, and the agent adds the
+// HTTP API when asked to.
+type agent struct {
+	node            *cluster.Node
+	shutdownTimeout time.Duration
+
+	http     *http.Server  // nil without http_addr
+	httpLis  net.Listener  // nil without http_addr
+	httpDone chan struct{} // closed when the HTTP server stops; nil without it
+	httpErr  error         // what Serve returned; read after httpDone
 
 	stopOnce sync.Once
 	stopErr  error
 }
 
-// startAgent starts a node with opts' rules and serves it over gRPC on the
-// configured address. The agent runs until Stop.
+// startAgent starts a node with opts' settings and rules, and serves its
+// HTTP API when the config has an http_addr. The node joins its peers before
+// startAgent returns. The agent runs until Stop.
 func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
-	rules, err := opts.file.NodeRules()
+	f := opts.file
+	rules, err := f.NodeRules()
 	if err != nil {
 		return nil, err
 	}
@@ -223,73 +296,162 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	grpcAddr := f.GRPCAddr
+	if grpcAddr == "" {
+		grpcAddr = defaultGRPCAddr
+	}
+	shutdown := opts.shutdownTimeout
+	if shutdown <= 0 {
+		shutdown = time.Nanosecond // the node reads 0 as its default
+	}
+	a := &agent{shutdownTimeout: shutdown}
+
+	// Bind HTTP first: a busy port then fails the start before the node
+	// joins the cluster only to leave it again.
+	if f.HTTPAddr != "" {
+		var lc net.ListenConfig
+		lis, err := lc.Listen(ctx, "tcp", f.HTTPAddr)
+		if err != nil {
+			return nil, fmt.Errorf("http_addr: %w", err)
+		}
+		a.httpLis = lis
+	}
+
+	advertise := grpcAdvertiseAddr(grpcAddr, f.AdvertiseAddr, f.GossipAddr)
+	if f.GossipAddr != "" && advertise == "" && bindsEverywhere(grpcAddr) {
+		logger.Warn("grpc_addr listens on every interface and neither advertise_addr nor gossip_addr names a host: "+
+			"peers are told the wildcard address and may fail to reach this node; give grpc_addr a host",
+			"grpc_addr", grpcAddr)
+	}
 	node, err := cluster.Start(ctx, cluster.Config{
-		Name: opts.file.Name, Rules: rules, DataDir: opts.file.DataDir, Logger: logger, Now: opts.now,
+		Name:              f.Name,
+		Rules:             rules,
+		GRPCAddr:          grpcAddr,
+		GRPCAdvertiseAddr: advertise,
+		BindAddr:          f.GossipAddr,
+		AdvertiseAddr:     f.AdvertiseAddr,
+		Join:              f.Join,
+		DataDir:           f.DataDir,
+		ShutdownTimeout:   shutdown,
+		Logger:            logger,
+		Now:               opts.now,
 	})
 	if err != nil {
+		if a.httpLis != nil {
+			a.httpLis.Close()
+		}
 		return nil, fmt.Errorf("start node: %w", err)
 	}
-	addr := opts.file.GRPCAddr
-	if addr == "" {
-		addr = defaultGRPCAddr
+	a.node = node
+
+	if a.httpLis != nil {
+		a.http = &http.Server{
+			Handler:           operatorHandler(node),
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(logger.With("server", "http").Handler(), slog.LevelWarn),
+		}
+		a.httpDone = make(chan struct{})
+		go func() {
+			defer close(a.httpDone)
+			a.httpErr = a.http.Serve(a.httpLis)
+		}()
 	}
-	var lc net.ListenConfig
-	lis, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("grpc_addr: %w", err), node.Close())
-	}
-	a := &agent{
-		node: node, lis: lis, srv: grpc.NewServer(), health: health.NewServer(),
-		served: make(chan struct{}),
-	}
-	sluicev1.RegisterLimiterServer(a.srv, cluster.NewLimiterService(node))
-	healthpb.RegisterHealthServer(a.srv, a.health)
-	reflection.Register(a.srv)
-	a.health.SetServingStatus(sluicev1.Limiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	go func() {
-		defer close(a.served)
-		a.serveErr = a.srv.Serve(lis)
-	}()
 	return a, nil
 }
 
-// Addr returns the address the gRPC API is served on, with the port the
-// system picked when the config said 0.
-func (a *agent) Addr() string { return a.lis.Addr().String() }
-
-// Done is closed when the gRPC server stops serving.
-func (a *agent) Done() <-chan struct{} { return a.served }
-
-// Err returns why the gRPC server stopped serving, once Done is closed.
-func (a *agent) Err() error {
-	<-a.served
-	return a.serveErr
+// grpcAdvertiseAddr returns the gRPC address to gossip to peers when
+// grpcAddr listens on every interface on a fixed port: the first of
+// advertiseAddr and gossipAddr that names a host, with the gRPC port. Else
+// it returns "" and the node gossips the address it bound.
+func grpcAdvertiseAddr(grpcAddr, advertiseAddr, gossipAddr string) string {
+	_, port, err := net.SplitHostPort(grpcAddr)
+	if err != nil || port == "0" || !bindsEverywhere(grpcAddr) {
+		return ""
+	}
+	for _, addr := range []string{advertiseAddr, gossipAddr} {
+		if host, _, err := net.SplitHostPort(addr); err == nil && addr != "" && !bindsEverywhere(addr) {
+			return net.JoinHostPort(host, port)
+		}
+	}
+	return ""
 }
 
-// Stop drains in-flight calls for at most timeout, then cuts the rest off,
-// and closes the node. It is safe to call more than once.
-func (a *agent) Stop(timeout time.Duration) error {
+// bindsEverywhere reports whether addr's host is empty or a wildcard such as
+// 0.0.0.0 or [::].
+func bindsEverywhere(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
+// GRPCAddr returns the address the node serves gRPC on, with the port the
+// system picked when the config said 0.
+func (a *agent) GRPCAddr() string { return a.node.GRPCAddr() }
+
+// GossipAddr returns the address the node gossips on, or "" without gossip.
+func (a *agent) GossipAddr() string { return a.node.GossipAddr() }
+
+// HTTPAddr returns the address the HTTP API is served on, or "" without it.
+func (a *agent) HTTPAddr() string {
+	if a.httpLis == nil {
+		return ""
+	}
+	return a.httpLis.Addr().String()
+}
+
+// Done is closed when the HTTP server stops serving; it is nil, never
+// closed, without one.
+func (a *agent) Done() <-chan struct{} { return a.httpDone }
+
+// Err returns why the HTTP server stopped serving, once Done is closed.
+func (a *agent) Err() error {
+	if a.httpDone == nil {
+		return nil
+	}
+	<-a.httpDone
+	return a.httpErr
+}
+
+// Stop closes the node (it leaves the cluster, drains in-flight gRPC calls
+// for at most the shutdown timeout and saves its state) and then the HTTP
+// server, so /healthz answers 503 while the node drains. It is safe to call
+// more than once.
+func (a *agent) Stop() error {
 	a.stopOnce.Do(func() {
-		a.health.Shutdown()
-		drained := make(chan struct{})
-		go func() {
-			a.srv.GracefulStop()
-			close(drained)
-		}()
-		timer := time.NewTimer(timeout)
-		select {
-		case <-drained:
-		case <-timer.C:
-			a.srv.Stop()
-			<-drained
+		errs := []error{a.node.Close()}
+		if a.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), a.shutdownTimeout)
+			if err := a.http.Shutdown(ctx); err != nil {
+				// A request outlived the timeout (a CPU profile, say): cut it.
+				_ = a.http.Close()
+			}
+			cancel()
+			<-a.httpDone
+			if a.httpErr != nil && !errors.Is(a.httpErr, http.ErrServerClosed) {
+				errs = append(errs, fmt.Errorf("serve http: %w", a.httpErr))
+			}
 		}
-		timer.Stop()
-		<-a.served
-		var serveErr error
-		if a.serveErr != nil && !errors.Is(a.serveErr, grpc.ErrServerStopped) {
-			serveErr = fmt.Errorf("serve: %w", a.serveErr)
-		}
-		a.stopErr = errors.Join(serveErr, a.node.Close())
+		a.stopErr = errors.Join(errs...)
 	})
 	return a.stopErr
+}
+
+// operatorHandler is the node's /metrics and /healthz with the pprof
+// profiles beside them under /debug/pprof/.
+func operatorHandler(node *cluster.Node) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", node.HTTPHandler())
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }

@@ -5,13 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/cluster"
 )
 
 // lockedBuffer is a bytes.Buffer the agent's goroutines may log into while
@@ -60,26 +66,73 @@ func writeFile(t *testing.T, name, data string) string {
 }
 
 // startTestAgent starts an agent from a config file on a loopback port with
-// the clock stopped at now, and returns its address.
+// the clock stopped at now, and returns its gRPC address.
 func startTestAgent(t *testing.T, config string, now int64) string {
 	t.Helper()
 	path := writeFile(t, "sluice.yaml", config)
+	a := startTestAgentArgs(t, func() int64 { return now }, "--config", path, "--grpc-addr", "127.0.0.1:0")
+	return a.GRPCAddr()
+}
+
+// startTestAgentArgs starts an agent in this process from a command line,
+// as `sluice agent` would, with the node's clock at now (nil: the wall
+// clock). It stops when the test ends.
+func startTestAgentArgs(t *testing.T, now func() int64, args ...string) *agent {
+	t.Helper()
 	var stdout, stderr lockedBuffer
-	opts, err := parseAgentFlags([]string{"--config", path, "--grpc-addr", "127.0.0.1:0"}, &stdout, &stderr)
+	opts, err := parseAgentFlags(args, &stdout, &stderr)
 	if err != nil {
-		t.Fatalf("parseAgentFlags: %v", err)
+		t.Fatalf("parseAgentFlags(%q): %v", args, err)
 	}
-	opts.now = func() int64 { return now }
+	opts.now = now
 	a, err := startAgent(context.Background(), opts)
 	if err != nil {
-		t.Fatalf("startAgent: %v", err)
+		t.Fatalf("startAgent(%q): %v\n%s", args, err, stderr.String())
 	}
 	t.Cleanup(func() {
-		if err := a.Stop(5 * time.Second); err != nil {
+		if err := a.Stop(); err != nil {
 			t.Errorf("Stop: %v", err)
 		}
+		if t.Failed() {
+			t.Logf("logs of agent %s:\n%s", a.node.Name(), stderr.String())
+		}
 	})
-	return a.Addr()
+	return a
+}
+
+// waitUntil polls cond until it holds or within passes; cond also returns
+// what it saw, for the failure message.
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, saw := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting until %s; last saw:\n%s", within, what, saw)
+		}
+		time.Sleep(20 * time.Millisecond) // the poll interval
+	}
+}
+
+// httpGet fetches url and returns the status and body.
+func httpGet(t *testing.T, url string) (int, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
 }
 
 // runCmd runs the command line args and returns the exit status and output.
@@ -151,29 +204,34 @@ func TestAgentThenCheckUntilRefused(t *testing.T) {
 }
 
 func TestAgentMainServesUntilCanceled(t *testing.T) {
+	seed := startTestAgentArgs(t, nil, "--name", "seed", "--grpc-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stdout, stderr lockedBuffer
-	ready := make(chan string, 1)
+	ready := make(chan *agent, 1)
 	done := make(chan error, 1)
 	go func() {
 		done <- agentMain(ctx, []string{"--grpc-addr", "127.0.0.1:0", "--name", "n1",
-			"--gossip-addr", "127.0.0.1:0", "--join", "10.0.0.1:7946,10.0.0.2:7946"},
-			&stdout, &stderr, func(addr string) { ready <- addr })
+			"--gossip-addr", "127.0.0.1:0", "--join", seed.GossipAddr(), "--http-addr", "127.0.0.1:0"},
+			&stdout, &stderr, func(a *agent) { ready <- a })
 	}()
-	var addr string
+	var a *agent
 	select {
-	case addr = <-ready:
+	case a = <-ready:
 	case err := <-done:
 		t.Fatalf("agent stopped before serving: %v\n%s", err, stderr.String())
-	case <-time.After(10 * time.Second):
-		t.Fatalf("agent did not start in 10s\n%s", stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("agent did not start in 20s\n%s", stderr.String())
 	}
 
-	// The built-in rules: api is 10 per 10s.
-	code, out, errOut := runCmd(ctx, "check", "--addr", addr, "--rule", "api", "--key", "k", "--hits", "0")
-	if want := "allowed  limit=10 remaining=10"; code != 0 || !strings.HasPrefix(out, want) {
+	// The built-in rules: api is 10 per 10s. (remaining is this node's
+	// share of the budget, which depends on the cluster's size.)
+	code, out, errOut := runCmd(ctx, "check", "--addr", a.GRPCAddr(), "--rule", "api", "--key", "k", "--hits", "0")
+	if want := "allowed  limit=10 remaining="; code != 0 || !strings.HasPrefix(out, want) {
 		t.Fatalf("check: exit %d, stdout %q, stderr %q; want exit 0 and %q…", code, out, errOut, want)
+	}
+	if status, body, err := httpGet(t, "http://"+a.HTTPAddr()+"/healthz"); err != nil || status != 200 || body != "ok\n" {
+		t.Fatalf("/healthz: %d %q %v, want 200 \"ok\\n\"", status, body, err)
 	}
 
 	cancel()
@@ -182,20 +240,109 @@ func TestAgentMainServesUntilCanceled(t *testing.T) {
 		if err != nil {
 			t.Fatalf("agent: %v", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("agent did not stop in 10s after cancel")
+	case <-time.After(20 * time.Second):
+		t.Fatal("agent did not stop in 20s after cancel")
+	}
+	if _, _, err := httpGet(t, "http://"+a.HTTPAddr()+"/healthz"); err == nil {
+		t.Error("the HTTP server still answers after the agent stopped")
 	}
 	logs := stderr.String()
 	for _, want := range []string{
-		"sluice agent serving", "grpc_addr=" + addr, "node=n1", "rule=api", "rule=burst",
-		"not used yet", "join=\"[10.0.0.1:7946 10.0.0.2:7946]\"", "shutting down", "stopped",
+		"sluice agent serving", "node=n1", "grpc_addr=" + a.GRPCAddr(), "gossip_addr=" + a.GossipAddr(),
+		"http_addr=" + a.HTTPAddr(), "rules=api,burst", "join=[" + seed.GossipAddr() + "]",
+		"rule=api", "rule=burst", "joined the cluster", "shutting down", "stopped",
 	} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
 	}
+	if strings.Contains(logs, "not used yet") {
+		t.Errorf("logs still say settings are not used:\n%s", logs)
+	}
 	if stdout.String() != "" {
 		t.Errorf("agent wrote to stdout: %q", stdout.String())
+	}
+}
+
+// agentClusterConfig are the rules every node of the cluster test enforces.
+const agentClusterConfig = `rules:
+  - name: api
+    count: 100
+    time_window: 10
+    sync_interval: 0.1
+`
+
+func TestAgentCluster(t *testing.T) {
+	path := writeFile(t, "cluster.yaml", agentClusterConfig)
+	common := []string{"--config", path, "--grpc-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
+		"--http-addr", "127.0.0.1:0", "--shutdown-timeout", "2s"}
+	first := startTestAgentArgs(t, nil, append(common, "--name", "node-a")...)
+	agents := []*agent{first}
+	for _, name := range []string{"node-b", "node-c"} {
+		agents = append(agents, startTestAgentArgs(t, nil, append(common, "--name", name, "--join", first.GossipAddr())...))
+	}
+	ctx := context.Background()
+
+	for _, a := range agents {
+		name := a.node.Name()
+		waitUntil(t, 20*time.Second, name+" lists 3 alive members with matching rules", func() (bool, string) {
+			code, out, errOut := runCmd(ctx, "members", "--addr", a.GRPCAddr(), "--json")
+			if code != 0 {
+				return false, fmt.Sprintf("exit %d: %s", code, errOut)
+			}
+			var got membersJSON
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				return false, fmt.Sprintf("%v: %s", err, out)
+			}
+			if len(got.Members) != 3 {
+				return false, out
+			}
+			for i, m := range got.Members {
+				want := agents[i]
+				if m.Name != want.node.Name() || m.State != "alive" || !m.RulesMatch || m.Self != (want == a) ||
+					m.GRPCAddr != want.GRPCAddr() || m.GossipAddr != want.GossipAddr() ||
+					m.Boot != fmt.Sprintf("%016x", want.node.Incarnation().Boot) {
+					return false, out
+				}
+			}
+			return true, ""
+		})
+	}
+
+	// The table, as an operator sees it.
+	code, out, errOut := runCmd(ctx, "members", "--addr", agents[1].GRPCAddr())
+	if code != 0 || errOut != "" {
+		t.Fatalf("members: exit %d, stderr %q", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 4 || strings.Fields(lines[0])[0] != "NAME" {
+		t.Fatalf("members printed %d lines, want a header and 3 members:\n%s", len(lines), out)
+	}
+	for i, a := range agents {
+		want := []string{a.node.Name(), "alive", a.GRPCAddr(), a.GossipAddr(),
+			fmt.Sprintf("%016x", a.node.Incarnation().Boot), "match"}
+		if i == 1 {
+			want = append([]string{"*"}, want...)
+		}
+		if got := strings.Fields(lines[i+1]); !slices.Equal(got, want) {
+			t.Errorf("members line %d: %q, want %q", i+1, got, want)
+		}
+	}
+
+	for _, a := range agents {
+		name := a.node.Name()
+		waitUntil(t, 20*time.Second, name+"'s /metrics shows 3 members", func() (bool, string) {
+			status, body, err := httpGet(t, "http://"+a.HTTPAddr()+"/metrics")
+			return err == nil && status == 200 && strings.Contains(body, "\nsluice_members 3\n"),
+				fmt.Sprintf("%d %v\n%s", status, err, body)
+		})
+		if status, body, err := httpGet(t, "http://"+a.HTTPAddr()+"/healthz"); err != nil || status != 200 || body != "ok\n" {
+			t.Errorf("%s /healthz: %d %q %v, want 200 \"ok\\n\"", name, status, body, err)
+		}
+		code, out, errOut := runCmd(ctx, "check", "--addr", a.GRPCAddr(), "--rule", "api", "--key", "k", "--hits", "0")
+		if code != 0 || !strings.HasPrefix(out, "allowed  limit=100") {
+			t.Errorf("%s check: exit %d, stdout %q, stderr %q", name, code, out, errOut)
+		}
 	}
 }
 
@@ -210,6 +357,7 @@ func TestAgentStartErrors(t *testing.T) {
     time_window: 10
     sync_interval: 0.2
 `)
+	joinNoGossip := writeFile(t, "join.yaml", "join: [10.0.0.1:7946]\n"+agentClusterConfig)
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +366,7 @@ func TestAgentStartErrors(t *testing.T) {
 	tests := []struct {
 		name       string
 		args       []string
-		wantStderr string // exact, or a prefix when it ends in "…"
+		wantStderr string // exact, or a substring when it ends in "…"
 	}{
 		{"malformed rule file", []string{"--config", bad},
 			fmt.Sprintf("sluice agent: %s:7: rule 2 \"api\": count must be ≥ 1, got 0\n", bad)},
@@ -229,9 +377,30 @@ func TestAgentStartErrors(t *testing.T) {
 			"sluice agent: unexpected argument \"extra\"\nrun 'sluice agent -h' for usage\n"},
 		{"bad grpc addr", []string{"--grpc-addr", "localhost"},
 			"sluice agent: --grpc-addr must be HOST:PORT, got \"localhost\": address localhost: missing port in address\nrun 'sluice agent -h' for usage\n"},
-		{"bad join", []string{"--join", "a:1,b"}, "sluice agent: invalid value \"a:1,b\" for flag -join: address must be HOST:PORT…"},
+		{"bad gossip addr", []string{"--gossip-addr", "127.0.0.1:x"},
+			"sluice agent: --gossip-addr must have a port number 0–65535, got \"127.0.0.1:x\"\nrun 'sluice agent -h' for usage\n"},
+		{"bad http addr", []string{"--http-addr", "nope"}, "sluice agent: --http-addr must be HOST:PORT, got \"nope\"…"},
+		{"bad join", []string{"--gossip-addr", "127.0.0.1:0", "--join", "a:1,b"},
+			"sluice agent: invalid value \"a:1,b\" for flag -join: a --join address must be HOST:PORT or dns:NAME:PORT, got \"b\": address b: missing port in address\nrun 'sluice agent -h' for usage\n"},
+		{"join without host", []string{"--gossip-addr", "127.0.0.1:0", "--join", ":7946"},
+			"a --join address must be HOST:PORT or dns:NAME:PORT, got \":7946\": the host is empty…"},
+		{"dns join without port", []string{"--gossip-addr", "127.0.0.1:0", "--join", "dns:sluice"},
+			"got \"dns:sluice\": address sluice: missing port in address…"},
+		{"dns join without name", []string{"--gossip-addr", "127.0.0.1:0", "--join", "dns::7946"},
+			"got \"dns::7946\": the DNS name is empty…"},
+		{"join bad port", []string{"--gossip-addr", "127.0.0.1:0", "--join", "10.0.0.1:70000"},
+			"got \"10.0.0.1:70000\": the port must be a number 0–65535…"},
+		{"join without gossip", []string{"--join", "10.0.0.1:7946"},
+			"sluice agent: --join needs --gossip-addr: a node reaches its peers by gossip\nrun 'sluice agent -h' for usage\n"},
+		{"advertise without gossip", []string{"--advertise-addr", "10.0.0.1:7946"},
+			"sluice agent: --advertise-addr needs --gossip-addr: a node reaches its peers by gossip\nrun 'sluice agent -h' for usage\n"},
+		{"file join without gossip", []string{"--config", joinNoGossip},
+			"sluice agent: " + joinNoGossip + ": join needs gossip_addr (or --gossip-addr): a node reaches its peers by gossip\n"},
 		{"negative shutdown", []string{"--shutdown-timeout", "-1s"}, "sluice agent: --shutdown-timeout must not be negative…"},
-		{"port in use", []string{"--grpc-addr", busy.Addr().String()}, "sluice agent: grpc_addr: listen tcp " + busy.Addr().String() + "…"},
+		{"grpc port in use", []string{"--grpc-addr", busy.Addr().String()},
+			"sluice agent: start node: sluice: grpc_addr: listen tcp " + busy.Addr().String() + "…"},
+		{"http port in use", []string{"--grpc-addr", "127.0.0.1:0", "--http-addr", busy.Addr().String()},
+			"sluice agent: http_addr: listen tcp " + busy.Addr().String() + "…"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,13 +413,127 @@ func TestAgentStartErrors(t *testing.T) {
 			}
 			// The agent's own log lines go to stderr before the error; the
 			// error is the last line(s).
-			if prefix, ok := strings.CutSuffix(tt.wantStderr, "…"); ok {
-				if !strings.Contains(stderr, prefix) {
-					t.Errorf("stderr %q, want it to contain %q", stderr, prefix)
+			if sub, ok := strings.CutSuffix(tt.wantStderr, "…"); ok {
+				if !strings.Contains(stderr, sub) {
+					t.Errorf("stderr %q, want it to contain %q", stderr, sub)
 				}
 			} else if stderr != tt.wantStderr {
 				t.Errorf("stderr\n got %q\nwant %q", stderr, tt.wantStderr)
 			}
 		})
+	}
+}
+
+func TestParseAgentFlagsMerge(t *testing.T) {
+	file := writeFile(t, "node.yaml", `name: from-file
+grpc_addr: 127.0.0.1:7070
+gossip_addr: 127.0.0.1:7946
+http_addr: 127.0.0.1:9090
+join: [127.0.0.1:7947]
+`+agentClusterConfig)
+	tests := []struct {
+		name string
+		args []string
+		want cluster.FileConfig // Rules and Path are not compared
+		wait time.Duration
+	}{
+		{"defaults", nil,
+			cluster.FileConfig{GRPCAddr: defaultGRPCAddr}, 10 * time.Second},
+		{"file", []string{"--config", file},
+			cluster.FileConfig{Name: "from-file", GRPCAddr: "127.0.0.1:7070", GossipAddr: "127.0.0.1:7946",
+				HTTPAddr: "127.0.0.1:9090", Join: []string{"127.0.0.1:7947"}}, 10 * time.Second},
+		{"flags override the file", []string{"--config", file, "--name", "n2", "--grpc-addr", ":7071",
+			"--gossip-addr", "0.0.0.0:7948", "--advertise-addr", "10.0.0.2:7948", "--http-addr", "",
+			"--join", "dns:sluice.default.svc:7946", "--join", "10.0.0.1:7946, [::1]:7946",
+			"--data-dir", "/tmp/x", "--shutdown-timeout", "0"},
+			cluster.FileConfig{Name: "n2", GRPCAddr: ":7071", GossipAddr: "0.0.0.0:7948", AdvertiseAddr: "10.0.0.2:7948",
+				Join: []string{"dns:sluice.default.svc:7946", "10.0.0.1:7946", "[::1]:7946"}, DataDir: "/tmp/x"}, 0},
+		{"empty --join clears the file's", []string{"--config", file, "--join", ""},
+			cluster.FileConfig{Name: "from-file", GRPCAddr: "127.0.0.1:7070", GossipAddr: "127.0.0.1:7946",
+				HTTPAddr: "127.0.0.1:9090"}, 10 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts, err := parseAgentFlags(tt.args, io.Discard, io.Discard)
+			if err != nil {
+				t.Fatalf("parseAgentFlags: %v", err)
+			}
+			got := *opts.file
+			got.Rules, got.Path = nil, ""
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("config\n got %+v\nwant %+v", got, tt.want)
+			}
+			if opts.shutdownTimeout != tt.wait {
+				t.Errorf("shutdown timeout %v, want %v", opts.shutdownTimeout, tt.wait)
+			}
+		})
+	}
+}
+
+func TestGRPCAdvertiseAddr(t *testing.T) {
+	tests := []struct {
+		grpc, advertise, gossip string
+		want                    string
+	}{
+		{"127.0.0.1:7070", "", "127.0.0.1:7946", ""}, // a host: the bound address is right
+		{"0.0.0.0:7070", "", "10.0.0.5:7946", "10.0.0.5:7070"},
+		{":7070", "", "10.0.0.5:7946", "10.0.0.5:7070"},
+		{"[::]:7070", "", "[fd00::5]:7946", "[fd00::5]:7070"},
+		{"0.0.0.0:7070", "203.0.113.7:7946", "0.0.0.0:7946", "203.0.113.7:7070"},
+		{"0.0.0.0:7070", "203.0.113.7:7946", "10.0.0.5:7946", "203.0.113.7:7070"},
+		{"0.0.0.0:7070", "", "0.0.0.0:7946", ""}, // nothing names a host
+		{"0.0.0.0:0", "", "10.0.0.5:7946", ""},   // the port is not known yet
+		{"0.0.0.0:7070", "", "", ""},
+	}
+	for _, tt := range tests {
+		if got := grpcAdvertiseAddr(tt.grpc, tt.advertise, tt.gossip); got != tt.want {
+			t.Errorf("grpcAdvertiseAddr(%q, %q, %q) = %q, want %q", tt.grpc, tt.advertise, tt.gossip, got, tt.want)
+		}
+	}
+}
+
+// TestExampleConfigs checks the shipped example configs: each is valid, and
+// the cluster example's three nodes share their rules, use distinct ports
+// and join the first.
+func TestExampleConfigs(t *testing.T) {
+	if _, err := cluster.LoadConfigFile("../../examples/sluice.yaml"); err != nil {
+		t.Errorf("examples/sluice.yaml: %v", err)
+	}
+	var nodes []*cluster.FileConfig
+	for _, name := range []string{"node-a", "node-b", "node-c"} {
+		f, err := cluster.LoadConfigFile("../../examples/cluster/" + name + ".yaml")
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		if f.Name != name {
+			t.Errorf("%s: name %q, want %q", f.Path, f.Name, name)
+		}
+		nodes = append(nodes, f)
+	}
+	ports := map[string]string{}
+	for i, f := range nodes {
+		if !reflect.DeepEqual(f.Rules, nodes[0].Rules) {
+			t.Errorf("%s: rules differ from %s's", f.Path, nodes[0].Path)
+		}
+		for _, addr := range []string{f.GRPCAddr, f.GossipAddr, f.HTTPAddr} {
+			if addr == "" || bindsEverywhere(addr) {
+				t.Errorf("%s: address %q, want a loopback HOST:PORT", f.Path, addr)
+			}
+			if other, dup := ports[addr]; dup {
+				t.Errorf("%s: %s is also used by %s", f.Path, addr, other)
+			}
+			ports[addr] = f.Path
+		}
+		wantJoin := []string{nodes[0].GossipAddr}
+		if i == 0 {
+			wantJoin = nil
+		}
+		if !slices.Equal(f.Join, wantJoin) {
+			t.Errorf("%s: join %q, want %q", f.Path, f.Join, wantJoin)
+		}
+	}
+	if nodes[0].GRPCAddr != defaultGRPCAddr {
+		t.Errorf("node-a serves gRPC on %s; want %s, where sluice check and members call by default",
+			nodes[0].GRPCAddr, defaultGRPCAddr)
 	}
 }
