@@ -114,6 +114,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}
 	n.replica = replica
+	for _, r := range cfg.Rules {
+		if r.IsStrict() {
+			n.log.Warn("strict mode is not in this build yet: the rule is enforced on each node alone, as fail_mode local does",
+				"rule", r.Name)
+		}
+	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	n.cancel, n.done = cancel, loopCtx.Done()
 	n.peers = newPeerSet(n, loopCtx)

@@ -115,7 +115,7 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	alive := t.alive()
 	count := t.rule.Count
 	fixed := t.rule.Type == window.Fixed
-	oldClaim, oldNeed, oldWin := a.budget, a.need, a.syncWin
+	oldClaim, oldNeed, oldWin := a.budget, a.announcedNeed, a.syncWin
 	a.need = perInterval(a.demand, time.Duration(now-a.demandAt), t.rule.SyncInterval)
 	a.demand, a.demandAt = 0, now
 
@@ -170,11 +170,24 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	a.synced, a.syncAt, a.syncWin, a.frozen, a.left = true, now, idx, view, headroom
 	a.share = shareOf(a.need)
 	a.releaseRate = a.share * float64(view.Prev) / float64(t.rule.Window)
-	// Announce changes, and at least once a window, so that peers can tell
-	// a quiet node that still holds the key from one that forgot it.
-	if a.budget != oldClaim || a.need != oldNeed || idx != oldWin {
+	// Announce a new claim, a need that moved by more than an eighth (tick
+	// jitter moves it by one every round), and at least once a window, so
+	// that peers can tell a quiet node that still holds the key from one that
+	// forgot it.
+	if a.budget != oldClaim || idx != oldWin || moved(oldNeed, a.need) {
 		s.ver[1] = epoch
+		a.announcedNeed = a.need
 	}
+}
+
+// moved reports whether need differs from the announced one by more than an
+// eighth (or by any amount from or to zero).
+func moved(announced, need int64) bool {
+	if announced == 0 || need == 0 {
+		return announced != need
+	}
+	d := need - announced
+	return d > announced/8 || -d > announced/8
 }
 
 // perInterval scales demand seen over elapsed to one sync interval. A first
@@ -194,5 +207,5 @@ func (adaptive) published(s *slot) [2]int64 { return s.own }
 func (adaptive) unpublished(*slot) int64 { return 0 }
 
 func (adaptive) announce(s *slot) (claim, need int64) {
-	return s.x.alloc.budget, s.x.alloc.need
+	return s.x.alloc.budget, s.x.alloc.announcedNeed
 }

@@ -62,7 +62,9 @@ type allocState struct {
 	// nanosecond, until the window ends.
 	releaseRate float64
 	need        int64 // demand per sync interval before that sync
-	demand      int64 // demand since demandAt
+	// announcedNeed is the need peers were last told of.
+	announcedNeed int64
+	demand        int64 // demand since demandAt
 	// demandAt is when demand started counting: the last sync, or the first
 	// request of a key not yet synced.
 	demandAt int64

@@ -122,7 +122,7 @@ func (t *Table) decide(s *slot, now, idx int64, elapsed time.Duration, hits int6
 	own, view := s.counts(idx)
 	p := s.pos(idx)
 	var d window.Decision
-	if live > 1 && s.x != nil && p >= 0 {
+	if live > 1 && s.x != nil && p >= 0 && !t.rule.IsStrict() {
 		d = t.policy.decide(t, s, own, view, moment{now: now, idx: idx, elapsed: elapsed}, hits)
 	} else {
 		// Alone, the view is exact: own counts plus whatever departed peers

@@ -1,12 +1,134 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice/chaos/bench"
+	"github.com/sluicehq/sluice/chaos/sim"
+	"github.com/sluicehq/sluice/window"
 )
+
+// benchCommand is one `sluice bench` subcommand.
+type benchCommand struct {
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	summary string
+}
+
+// benchCommands returns the `sluice bench` subcommands by name.
+func benchCommands() map[string]benchCommand {
+	return map[string]benchCommand{
+		"accuracy": {runBenchAccuracy, "run a `sluice sim` scenario on a real in-process cluster in wall-clock time"},
+	}
+}
 
 // runBench measures a real in-process cluster: `sluice bench accuracy …`.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not built yet")
+	cmds := benchCommands()
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if len(args) == 0 {
+		return usageError{fmt.Errorf("missing subcommand; one of: %s", strings.Join(names, ", "))}
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, "usage: sluice bench SUBCOMMAND [flags]\n\n"+
+			"Runs N sluice nodes in this process, over loopback, in wall-clock time, and measures them.\n\nsubcommands:\n")
+		for _, n := range names {
+			fmt.Fprintf(stdout, "  %-9s %s\n", n, cmds[n].summary)
+		}
+		fmt.Fprint(stdout, "\nRun 'sluice bench SUBCOMMAND -h' for its flags.\n")
+		return flag.ErrHelp
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		return usageError{fmt.Errorf("unknown subcommand %q; one of: %s", args[0], strings.Join(names, ", "))}
+	}
+	return cmd.run(ctx, args[1:], stdout, stderr)
+}
+
+// runBenchAccuracy is `sluice bench accuracy [sim flags]`: the simulator's
+// scenario on a real cluster, reported as `sluice sim` reports it.
+func runBenchAccuracy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench accuracy", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: sluice bench accuracy [flags]\n\n"+
+			"Runs the scenario `sluice sim` takes on N real nodes in this process (memberlist and gRPC over\n"+
+			"loopback), in wall-clock time, and reports what each window admitted, as `sluice sim` does.\n"+
+			"The run takes --duration. Loopback sets the latency: --latency is ignored. The nodes' sync\n"+
+			"phases follow from when they started; --seed draws only Poisson arrivals.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	f := addScenarioFlags(fs)
+	svg := fs.String("svg", "", "also write an admitted-per-second chart to this SVG file")
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	if f.sync == window.Strict {
+		return usageError{fmt.Errorf("--sync: %w", bench.ErrStrictUnsupported)}
+	}
+	c, err := f.config()
+	if err != nil {
+		return usageError{err}
+	}
+	if c.Nodes > bench.MaxNodes {
+		return usageError{fmt.Errorf("--nodes must be in [1, %d] for an in-process cluster, got %d", bench.MaxNodes, c.Nodes)}
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	res, err := bench.Accuracy(ctx, c, bench.Options{Logger: log})
+	var stopped *bench.StoppedError
+	if errors.As(err, &stopped) && res != nil {
+		// Report what was measured before the interrupt, then fail.
+		c.Duration = stopped.Measured
+	} else if err != nil {
+		return err
+	}
+	if werr := writeBenchResult(stdout, res, &c, *svg, f.json); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// writeBenchResult writes res as `sluice sim` does: the SVG chart if asked
+// for, then JSON or the table and chart.
+func writeBenchResult(stdout io.Writer, res *sim.Result, c *sim.Config, svg string, asJSON bool) error {
+	if svg != "" {
+		out, err := os.Create(svg)
+		if err != nil {
+			return fmt.Errorf("--svg: %w", err)
+		}
+		if err := res.WriteSVG(out, c); err != nil {
+			out.Close()
+			return fmt.Errorf("--svg: %w", err)
+		}
+		if err := out.Close(); err != nil {
+			return fmt.Errorf("--svg: %w", err)
+		}
+	}
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	var b bytes.Buffer
+	if err := res.WriteText(&b, c); err != nil {
+		return err
+	}
+	// The table is the simulator's; its title names this command instead.
+	text := b.String()
+	if rest, ok := strings.CutPrefix(text, "sluice sim:"); ok {
+		text = "sluice bench accuracy:" + rest
+	}
+	_, err := io.WriteString(stdout, text)
+	return err
 }

@@ -1,6 +1,9 @@
 // Command sluice is the sluice command line: run a node as a daemon
-// (`sluice agent`), ask one for a decision (`sluice check`), run the
-// deterministic simulator (`sluice sim`) and print the version.
+// (`sluice agent`), ask one for a decision (`sluice check`) or for its view
+// of the cluster (`sluice members`), run the deterministic simulator
+// (`sluice sim`), measure real in-process clusters (`sluice bench`), show
+// classic and adaptive allocation side by side (`sluice demo`), and print
+// the version.
 //
 // Exit status is 0 on success, 2 on any error (bad flags, a malformed config
 // file, a failed call), and 1 when `sluice check` is refused.
