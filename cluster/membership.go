@@ -31,7 +31,11 @@ func newMembership(n *Node) (*membership, error) {
 	if grpcAddr == "" {
 		grpcAddr = n.server.addr()
 	}
-	meta, err := nodeMeta{grpcAddr: grpcAddr, boot: n.self.Boot, rulesHash: n.hash}.encode()
+	raftAddr := ""
+	if n.strict != nil {
+		raftAddr = n.strict.addr
+	}
+	meta, err := nodeMeta{grpcAddr: grpcAddr, boot: n.self.Boot, rulesHash: n.hash, raftAddr: raftAddr}.encode()
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}
@@ -61,7 +65,7 @@ func newMembership(n *Node) (*membership, error) {
 	mc.Events = m
 	// A restarted node may come back on another address under its name.
 	mc.DeadNodeReclaimTime = time.Second
-	mc.Logger = log.New(&memberlistLog{log: n.log}, "", 0)
+	mc.Logger = log.New(&levelLog{log: n.log.With("component", "memberlist"), quietWarn: true}, "", 0)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: gossip on %s: %w", n.cfg.BindAddr, err)
@@ -181,7 +185,7 @@ func (m *membership) refresh() {
 		if meta.rulesHash != m.n.hash {
 			drift++
 		}
-		live = append(live, peerInfo{name: node.Name, boot: meta.boot, grpcAddr: meta.grpcAddr})
+		live = append(live, peerInfo{name: node.Name, boot: meta.boot, grpcAddr: meta.grpcAddr, raftAddr: meta.raftAddr})
 	}
 	m.n.metrics.Members.Store(int64(total + 1))
 	m.n.metrics.DriftedMembers.Store(int64(drift))
@@ -247,27 +251,33 @@ func (m *membership) NotifyLeave(*memberlist.Node) { m.signal() }
 // NotifyUpdate signals a member whose metadata changed (a restart).
 func (m *membership) NotifyUpdate(*memberlist.Node) { m.signal() }
 
-// memberlistLog turns memberlist's log lines ("[LEVEL] memberlist: …") into
-// slog records.
-type memberlistLog struct{ log *slog.Logger }
+// levelLog turns a library's log lines ("[LEVEL] …", as memberlist and
+// hclog write them) into slog records.
+type levelLog struct {
+	log *slog.Logger
+	// quietWarn keeps a library's warnings below the node's own: memberlist
+	// warns of peers coming and going, which the node reports itself.
+	quietWarn bool
+}
 
-func (w *memberlistLog) Write(p []byte) (int, error) {
+func (w *levelLog) Write(p []byte) (int, error) {
 	line := string(bytes.TrimSpace(p))
 	level := slog.LevelInfo
-	for prefix, l := range map[string]slog.Level{"[DEBUG]": slog.LevelDebug, "[INFO]": slog.LevelInfo,
-		"[WARN]": slog.LevelWarn, "[ERR]": slog.LevelError} {
-		if rest, ok := strings.CutPrefix(line, prefix); ok {
-			line, level = strings.TrimSpace(rest), l
+	for _, l := range []struct {
+		prefix string
+		level  slog.Level
+	}{{"[TRACE]", slog.LevelDebug - 4}, {"[DEBUG]", slog.LevelDebug}, {"[INFO]", slog.LevelInfo},
+		{"[WARN]", slog.LevelWarn}, {"[ERR]", slog.LevelError}, {"[ERROR]", slog.LevelError}} {
+		if rest, ok := strings.CutPrefix(line, l.prefix); ok {
+			line, level = strings.TrimSpace(rest), l.level
 			break
 		}
 	}
-	// memberlist's warnings are mostly about peers coming and going, which
-	// the node reports itself; keep them below the node's own warnings.
-	if level == slog.LevelWarn {
+	if w.quietWarn && level == slog.LevelWarn {
 		level = slog.LevelInfo
 	}
 	w.log.Log(context.Background(), level, line)
 	return len(p), nil
 }
 
-var _ io.Writer = (*memberlistLog)(nil)
+var _ io.Writer = (*levelLog)(nil)

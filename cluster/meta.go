@@ -19,10 +19,11 @@ type nodeMeta struct {
 	grpcAddr  string
 	boot      uint64
 	rulesHash uint64
+	raftAddr  string // empty for a node without strict rules
 }
 
 func (m nodeMeta) encode() ([]byte, error) {
-	b, err := proto.Marshal(&sluicev1.NodeMeta{GrpcAddr: m.grpcAddr, Boot: m.boot, RulesHash: m.rulesHash})
+	b, err := proto.Marshal(&sluicev1.NodeMeta{GrpcAddr: m.grpcAddr, Boot: m.boot, RulesHash: m.rulesHash, RaftAddr: m.raftAddr})
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +45,12 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	if err := CheckHostPort("grpc_addr", m.GetGrpcAddr()); err != nil {
 		return nodeMeta{}, fmt.Errorf("node metadata: %w", err)
 	}
-	return nodeMeta{grpcAddr: m.GetGrpcAddr(), boot: m.GetBoot(), rulesHash: m.GetRulesHash()}, nil
+	if m.GetRaftAddr() != "" {
+		if err := CheckHostPort("raft_addr", m.GetRaftAddr()); err != nil {
+			return nodeMeta{}, fmt.Errorf("node metadata: %w", err)
+		}
+	}
+	return nodeMeta{grpcAddr: m.GetGrpcAddr(), boot: m.GetBoot(), rulesHash: m.GetRulesHash(), raftAddr: m.GetRaftAddr()}, nil
 }
 
 // rulesHash identifies a rule set, independent of rule order, so that nodes

@@ -20,6 +20,9 @@ type Metrics struct {
 	// Sync traffic in: deltas merged, entries merged, deltas rejected as
 	// malformed, deltas naming rules this node does not have.
 	DeltasReceived, EntriesMerged, DeltasRejected, UnknownRuleDeltas atomic.Int64
+	// Strict mode: log entries this node committed as leader, the checks
+	// they held, and checks answered by fail_mode for want of a leader.
+	StrictEntries, StrictChecks, StrictFailovers atomic.Int64
 }
 
 func newMetrics() *Metrics { return &Metrics{} }
@@ -43,6 +46,9 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"sluice_sync_entries_merged_total", "counter", "Entries merged from peers.", &m.EntriesMerged},
 		{"sluice_sync_deltas_rejected_total", "counter", "Malformed deltas rejected.", &m.DeltasRejected},
 		{"sluice_sync_unknown_rule_deltas_total", "counter", "Deltas naming rules this node does not have.", &m.UnknownRuleDeltas},
+		{"sluice_strict_entries_total", "counter", "Raft log entries committed while leading.", &m.StrictEntries},
+		{"sluice_strict_checks_total", "counter", "Strict checks decided in those entries.", &m.StrictChecks},
+		{"sluice_strict_failovers_total", "counter", "Strict checks answered by fail_mode for want of a leader.", &m.StrictFailovers},
 	} {
 		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", x.name, x.help, x.name, x.kind, x.name, x.v.Load()); err != nil {
 			return err

@@ -48,6 +48,20 @@ type Config struct {
 	// from a peer before it serves anyway. Default 10s.
 	JoinTimeout time.Duration
 
+	// RaftAddr is where the Raft transport of strict mode listens
+	// (HOST:PORT); default the gRPC host on a free port. Only nodes with
+	// strict rules use it.
+	RaftAddr string
+	// RaftAdvertiseAddr is the Raft address peers dial; default the address
+	// RaftAddr bound to.
+	RaftAdvertiseAddr string
+	// StrictVoters is how many members vote in the strict Raft group:
+	// 1, 3 (the default) or 5.
+	StrictVoters int
+	// StrictTimeout bounds a strict check that carries no deadline of its
+	// own; past it, the rule's fail_mode answers. Default 1s.
+	StrictTimeout time.Duration
+
 	// DataDir keeps state across restarts; empty keeps everything in memory.
 	DataDir string
 	// ShutdownTimeout bounds how long Close waits for in-flight gRPC calls.
@@ -58,6 +72,11 @@ type Config struct {
 	// Now returns the current time in Unix nanoseconds; default the wall
 	// clock. Tests inject a fake clock here.
 	Now func() int64
+
+	// strictOverAdmit, set only by tests, makes the strict state machine
+	// admit that many hits past the count: a deliberately broken FSM that
+	// the linearizability checker must catch.
+	strictOverAdmit int64
 }
 
 // Node is one running sluice node.
@@ -74,6 +93,7 @@ type Node struct {
 	store   *store.Store // nil without DataDir
 	server  *server      // nil without GRPCAddr
 	members *membership  // nil without BindAddr
+	strict  *strictGroup // nil without strict rules
 	peers   *peerSet
 
 	cancel context.CancelFunc
@@ -114,12 +134,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}
 	n.replica = replica
-	for _, r := range cfg.Rules {
-		if r.IsStrict() {
-			n.log.Warn("strict mode is not in this build yet: the rule is enforced on each node alone, as fail_mode local does",
-				"rule", r.Name)
-		}
-	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	n.cancel, n.done = cancel, loopCtx.Done()
 	n.peers = newPeerSet(n, loopCtx)
@@ -149,12 +163,23 @@ func (cfg *Config) defaults() error {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 5 * time.Second
 	}
+	if cfg.StrictTimeout <= 0 {
+		cfg.StrictTimeout = defaultStrictTimeout
+	}
+	switch cfg.StrictVoters {
+	case 0:
+		cfg.StrictVoters = defaultStrictVoters
+	case 1, 3, 5:
+	default:
+		return fmt.Errorf("sluice: StrictVoters must be 1, 3 or 5, got %d", cfg.StrictVoters)
+	}
 	if cfg.BindAddr != "" && cfg.GRPCAddr == "" {
 		return errors.New("sluice: a clustered node (BindAddr set) needs GRPCAddr for its peers")
 	}
 	for _, a := range []struct{ field, addr string }{
 		{"GRPCAddr", cfg.GRPCAddr}, {"GRPCAdvertiseAddr", cfg.GRPCAdvertiseAddr},
 		{"BindAddr", cfg.BindAddr}, {"AdvertiseAddr", cfg.AdvertiseAddr},
+		{"RaftAddr", cfg.RaftAddr}, {"RaftAdvertiseAddr", cfg.RaftAdvertiseAddr},
 	} {
 		if a.addr != "" {
 			if err := CheckHostPort(a.field, a.addr); err != nil {
@@ -185,6 +210,13 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 		}
 		n.server = srv
 	}
+	if hasStrict(n.cfg.Rules) {
+		g, err := newStrictGroup(ctx, n)
+		if err != nil {
+			return err
+		}
+		n.strict = g
+	}
 	if n.cfg.BindAddr != "" {
 		m, err := newMembership(n)
 		if err != nil {
@@ -201,9 +233,31 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 		m.join(joinCtx)
 		n.pullState(joinCtx)
 	}
+	if n.strict != nil {
+		// Started once membership exists: the group finds its voters there.
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.strict.run(loopCtx)
+		}()
+	}
+	if n.strict != nil {
+		waitCtx, cancel := context.WithTimeout(ctx, n.cfg.JoinTimeout)
+		defer cancel()
+		n.strict.waitLeader(waitCtx)
+	}
 	n.wg.Add(1)
 	go n.tickLoop(loopCtx)
 	return nil
+}
+
+func hasStrict(rules []window.Rule) bool {
+	for _, r := range rules {
+		if r.IsStrict() {
+			return true
+		}
+	}
+	return false
 }
 
 func newBootID() uint64 {
@@ -241,6 +295,14 @@ func (n *Node) Metrics() *Metrics { return n.metrics }
 // records them if admitted. A batched rule decides from this node's view and
 // never waits on the network.
 func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {
+	if n.strict != nil {
+		if r, ok := n.strict.rules[rule]; ok {
+			if err := n.replica.Check(rule, key, hits); err != nil {
+				return window.Decision{}, err
+			}
+			return n.strict.check(ctx, r, key, hits)
+		}
+	}
 	return n.replica.Allow(n.now(), rule, key, hits)
 }
 
@@ -280,6 +342,9 @@ func (n *Node) Close() error {
 		if n.server != nil {
 			n.server.stop(n.cfg.ShutdownTimeout)
 		}
+		if n.strict != nil {
+			n.strict.close()
+		}
 		if n.store != nil {
 			errs = append(errs, n.persist(), n.store.Close())
 		}
@@ -301,6 +366,9 @@ func (n *Node) Kill() {
 		n.peers.closeAll()
 		if n.server != nil {
 			n.server.stop(0)
+		}
+		if n.strict != nil {
+			n.strict.close()
 		}
 		if n.store != nil {
 			n.store.Close()

@@ -20,6 +20,7 @@ type peerInfo struct {
 	name     string
 	boot     uint64
 	grpcAddr string
+	raftAddr string
 }
 
 func (p peerInfo) inc() counter.Incarnation { return counter.Incarnation{Node: p.name, Boot: p.boot} }
@@ -63,7 +64,7 @@ func (ps *peerSet) update(live []peerInfo) {
 		incs = append(incs, p.inc())
 	}
 	for inc, p := range ps.peers {
-		if w, ok := want[inc]; !ok || w.grpcAddr != p.info.grpcAddr {
+		if w, ok := want[inc]; !ok || w.grpcAddr != p.info.grpcAddr || w.raftAddr != p.info.raftAddr {
 			p.stop()
 			delete(ps.peers, inc)
 			ps.n.log.Info("peer gone", "peer", inc.Node, "boot", inc.Boot)
@@ -129,6 +130,29 @@ func (ps *peerSet) list() []*peer {
 	out := make([]*peer, 0, len(ps.peers))
 	for _, p := range ps.peers {
 		out = append(out, p)
+	}
+	return out
+}
+
+// byName returns the live peer with the given node name, or nil.
+func (ps *peerSet) byName(name string) *peer {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for inc, p := range ps.peers {
+		if inc.Node == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// infos returns what membership said of each live peer.
+func (ps *peerSet) infos() []peerInfo {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	out := make([]peerInfo, 0, len(ps.peers))
+	for _, p := range ps.peers {
+		out = append(out, p.info)
 	}
 	return out
 }

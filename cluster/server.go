@@ -36,6 +36,7 @@ func newServer(ctx context.Context, n *Node) (*server, error) {
 	}
 	sluicev1.RegisterLimiterServer(s.grpc, NewLimiterService(n))
 	sluicev1.RegisterPeerServer(s.grpc, &peerService{node: n})
+	sluicev1.RegisterStrictServer(s.grpc, &strictService{node: n})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

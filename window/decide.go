@@ -1,6 +1,7 @@
 package window
 
 import (
+	"fmt"
 	"math/bits"
 	"time"
 )
@@ -26,6 +27,45 @@ type Decision struct {
 	// RetryAfter is, for a refusal, how long until the same hits would be
 	// admitted if no other hits arrive; zero when Allowed.
 	RetryAfter time.Duration
+	// Path says what produced the decision.
+	Path Path
+}
+
+// Path says which mechanism produced a decision.
+type Path uint8
+
+const (
+	// PathLocal is a decision made on the node that received the check,
+	// from its view: every batched rule, and any rule on a lone node.
+	PathLocal Path = iota
+	// PathStrict is a decision made through the Raft log: exact.
+	PathStrict
+	// PathFailOpen is an admission because no strict leader was reachable
+	// and the rule fails open.
+	PathFailOpen
+	// PathFailClosed is a refusal because no strict leader was reachable
+	// and the rule fails closed.
+	PathFailClosed
+	// PathFailLocal is a decision made on this node alone because no strict
+	// leader was reachable and the rule falls back to local enforcement.
+	PathFailLocal
+)
+
+// String returns the path's name.
+func (p Path) String() string {
+	switch p {
+	case PathLocal:
+		return "local"
+	case PathStrict:
+		return "strict"
+	case PathFailOpen:
+		return "fail-open"
+	case PathFailClosed:
+		return "fail-closed"
+	case PathFailLocal:
+		return "fail-local"
+	}
+	return fmt.Sprintf("Path(%d)", uint8(p))
 }
 
 // Decide answers whether hits fit in the rule's window at moment now (Unix

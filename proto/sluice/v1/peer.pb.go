@@ -429,7 +429,10 @@ type NodeMeta struct {
 	// boot is the node's current incarnation.
 	Boot uint64 `protobuf:"fixed64,2,opt,name=boot,proto3" json:"boot,omitempty"`
 	// rules_hash identifies the node's rule set, to spot configuration drift.
-	RulesHash     uint64 `protobuf:"fixed64,3,opt,name=rules_hash,json=rulesHash,proto3" json:"rules_hash,omitempty"`
+	RulesHash uint64 `protobuf:"fixed64,3,opt,name=rules_hash,json=rulesHash,proto3" json:"rules_hash,omitempty"`
+	// raft_addr is where the node's Raft transport listens, when it takes
+	// part in strict mode.
+	RaftAddr      string `protobuf:"bytes,4,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -483,6 +486,13 @@ func (x *NodeMeta) GetRulesHash() uint64 {
 		return x.RulesHash
 	}
 	return 0
+}
+
+func (x *NodeMeta) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
 }
 
 // MembersRequest asks a node for its view of the cluster.
@@ -703,12 +713,13 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\aSyncAck\x12\x1a\n" +
 	"\breceived\x18\x01 \x01(\x04R\breceived\"9\n" +
 	"\vPullRequest\x12*\n" +
-	"\x04from\x18\x01 \x01(\v2\x16.sluice.v1.IncarnationR\x04from\"Z\n" +
+	"\x04from\x18\x01 \x01(\v2\x16.sluice.v1.IncarnationR\x04from\"w\n" +
 	"\bNodeMeta\x12\x1b\n" +
 	"\tgrpc_addr\x18\x01 \x01(\tR\bgrpcAddr\x12\x12\n" +
 	"\x04boot\x18\x02 \x01(\x06R\x04boot\x12\x1d\n" +
 	"\n" +
-	"rules_hash\x18\x03 \x01(\x06R\trulesHash\"\x10\n" +
+	"rules_hash\x18\x03 \x01(\x06R\trulesHash\x12\x1b\n" +
+	"\traft_addr\x18\x04 \x01(\tR\braftAddr\"\x10\n" +
 	"\x0eMembersRequest\">\n" +
 	"\x0fMembersResponse\x12+\n" +
 	"\amembers\x18\x01 \x03(\v2\x11.sluice.v1.MemberR\amembers\"\xd8\x01\n" +

@@ -1,0 +1,652 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/counter"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/window"
+)
+
+// ErrOutcomeUnknown is returned for a strict check that reached the leader
+// but whose log entry may or may not have committed (leadership was lost, or
+// the check's deadline passed, mid-flight). The check may have been spent;
+// the caller decides whether to retry.
+var ErrOutcomeUnknown = errors.New("sluice: strict check outcome unknown")
+
+// Defaults for strict mode.
+const (
+	defaultStrictVoters  = 3
+	defaultStrictTimeout = time.Second
+	// strictInFlight is how many log entries the leader keeps in flight;
+	// checks that arrive meanwhile wait for the next entry (group commit).
+	strictInFlight = 4
+	// strictMaxBatch bounds the checks in one log entry.
+	strictMaxBatch = 4096
+	// deadVoterGrace is how long a voter must stay dead before the leader
+	// promotes a live member in its place.
+	deadVoterGrace = 5 * time.Second
+)
+
+// strictGroup is this node's part in strict mode: a Raft replica of the
+// strict rules' exact counter table, a batcher that packs checks into log
+// entries while it leads, and a forwarder that sends checks to the leader
+// while it follows.
+type strictGroup struct {
+	n       *Node
+	fsm     *strictFSM
+	raft    *raft.Raft
+	trans   raft.Transport
+	closer  io.Closer // the transport, when it has a socket
+	logs    *store.Store
+	ownLogs bool
+	addr    string // the Raft address peers dial
+
+	backstop *counter.Replica // fail_mode local: this node alone
+	rules    map[string]window.Rule
+
+	nextID atomic.Uint64
+	lead   chan *strictPending // checks for the log, while leading
+	fwd    chan *strictPending // checks for the leader, while following
+
+	mu       sync.Mutex
+	deadSeen map[raft.ServerID]time.Time // voters not alive, since when
+}
+
+// strictPending is a check waiting for its decision.
+type strictPending struct {
+	check *sluicev1.StrictCheck
+	done  chan strictOutcome // buffered: the decider never blocks
+}
+
+type strictOutcome struct {
+	d   *sluicev1.StrictDecision
+	err error
+}
+
+func newStrictGroup(ctx context.Context, n *Node) (*strictGroup, error) {
+	var strict []window.Rule
+	rules := map[string]window.Rule{}
+	for _, r := range n.cfg.Rules {
+		if r.IsStrict() {
+			strict = append(strict, r)
+			rules[r.Name] = r
+		}
+	}
+	g := &strictGroup{n: n, rules: rules, deadSeen: map[raft.ServerID]time.Time{},
+		lead: make(chan *strictPending, strictMaxBatch), fwd: make(chan *strictPending, strictMaxBatch)}
+	fsm, err := newStrictFSM(strict)
+	if err != nil {
+		return nil, err
+	}
+	fsm.overAdmit = n.cfg.strictOverAdmit
+	g.fsm = fsm
+	if g.backstop, err = counter.NewReplica(counter.Config{Self: n.self, Rules: strict, Start: n.now()}); err != nil {
+		return nil, err
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(n.cfg.Name)
+	// Fail over within a couple of seconds on a LAN.
+	rc.HeartbeatTimeout = 500 * time.Millisecond
+	rc.ElectionTimeout = 500 * time.Millisecond
+	rc.LeaderLeaseTimeout = 250 * time.Millisecond
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.MaxAppendEntries = 256
+	rc.BatchApplyCh = true
+	rc.SnapshotThreshold = 16384
+	rc.TrailingLogs = 4096
+	rc.Logger = newRaftLogger(n.log)
+
+	if n.store != nil {
+		g.logs = n.store
+	} else {
+		st, err := store.Open("", store.WithLogger(n.log))
+		if err != nil {
+			return nil, fmt.Errorf("sluice: strict log store: %w", err)
+		}
+		g.logs, g.ownLogs = st, true
+	}
+	var snaps raft.SnapshotStore = raft.NewInmemSnapshotStore()
+	if n.cfg.DataDir != "" {
+		fs, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(n.cfg.DataDir, "raft"), 2, rc.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: strict snapshots: %w", err)
+		}
+		snaps = fs
+	}
+
+	if n.cfg.BindAddr == "" {
+		// A lone node needs no network for its log.
+		addr, trans := raft.NewInmemTransport(raft.ServerAddress(n.cfg.Name))
+		g.trans, g.addr = trans, string(addr)
+	} else {
+		if err := g.listen(); err != nil {
+			return nil, err
+		}
+	}
+	r, err := raft.NewRaft(rc, fsm, g.logs, g.logs, snaps, g.trans)
+	if err != nil {
+		g.close()
+		return nil, fmt.Errorf("sluice: strict raft: %w", err)
+	}
+	g.raft = r
+	if n.cfg.BindAddr == "" {
+		has, err := raft.HasExistingState(g.logs, g.logs, snaps)
+		if err != nil {
+			g.close()
+			return nil, fmt.Errorf("sluice: strict raft: %w", err)
+		}
+		if !has {
+			g.bootstrap()
+		}
+	}
+	return g, nil
+}
+
+// listen opens the Raft TCP transport on the gRPC host, on RaftAddr's port
+// or a free one.
+func (g *strictGroup) listen() error {
+	n := g.n
+	bind := n.cfg.RaftAddr
+	if bind == "" {
+		host, _, err := net.SplitHostPort(n.server.addr())
+		if err != nil {
+			return fmt.Errorf("sluice: raft address: %w", err)
+		}
+		bind = net.JoinHostPort(host, "0")
+	}
+	lis, err := net.Listen("tcp", bind)
+	if err != nil {
+		return fmt.Errorf("sluice: raft_addr: %w", err)
+	}
+	advertise := lis.Addr()
+	if n.cfg.RaftAdvertiseAddr != "" {
+		a, err := net.ResolveTCPAddr("tcp", n.cfg.RaftAdvertiseAddr)
+		if err != nil {
+			lis.Close()
+			return fmt.Errorf("sluice: raft_advertise_addr: %w", err)
+		}
+		advertise = a
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  &raftStream{lis: lis, advertise: advertise},
+		MaxPool: 8, Timeout: 2 * time.Second, Logger: newRaftLogger(n.log),
+	})
+	g.trans, g.closer, g.addr = trans, trans, advertise.String()
+	return nil
+}
+
+// bootstrap starts a new group with this node as its only voter; the leader
+// adds the others as they come (reconcile).
+func (g *strictGroup) bootstrap() {
+	err := g.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
+		ID: raft.ServerID(g.n.cfg.Name), Address: raft.ServerAddress(g.addr), Suffrage: raft.Voter}}}).Error()
+	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		g.n.log.Warn("strict bootstrap failed", "err", err)
+		return
+	}
+	g.n.log.Info("strict group bootstrapped", "raft_addr", g.addr)
+}
+
+// run drives the batcher, the forwarder and, in a cluster, the voter set.
+func (g *strictGroup) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); g.batchLoop(ctx) }()
+	go func() { defer wg.Done(); g.forwardLoop(ctx) }()
+	if g.n.members != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); g.reconcileLoop(ctx) }()
+	}
+	wg.Wait()
+}
+
+func (g *strictGroup) close() {
+	if g.raft != nil {
+		if err := g.raft.Shutdown().Error(); err != nil {
+			g.n.log.Warn("strict raft shutdown", "err", err)
+		}
+	}
+	if g.closer != nil {
+		g.closer.Close()
+	}
+	if g.ownLogs && g.logs != nil {
+		g.logs.Close()
+	}
+}
+
+// waitLeader returns once the group has a leader, or ctx ends; a node
+// should not serve strict checks before it can reach one.
+func (g *strictGroup) waitLeader(ctx context.Context) {
+	for {
+		if addr, _ := g.raft.LeaderWithID(); addr != "" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			g.n.log.Warn("no strict leader yet; strict rules answer by their fail_mode until one is elected")
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// check decides one strict check: through the log when a leader is
+// reachable within ctx's deadline (or the default strict timeout), else as
+// the rule's fail_mode says.
+func (g *strictGroup) check(ctx context.Context, rule window.Rule, key string, hits int64) (window.Decision, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.n.cfg.StrictTimeout)
+		defer cancel()
+	}
+	p := &strictPending{
+		check: &sluicev1.StrictCheck{Id: g.n.self.Boot ^ g.nextID.Add(1), Rule: rule.Name, Key: key, Hits: hits},
+		done:  make(chan strictOutcome, 1),
+	}
+	for {
+		q := g.fwd
+		if g.raft.State() == raft.Leader {
+			q = g.lead
+		} else if addr, _ := g.raft.LeaderWithID(); addr == "" {
+			// No leader known: wait a little for an election, then fail over.
+			select {
+			case <-ctx.Done():
+				return g.failMode(rule, key, hits)
+			case <-time.After(20 * time.Millisecond):
+				continue
+			}
+		}
+		select {
+		case q <- p:
+		case <-ctx.Done():
+			return g.failMode(rule, key, hits)
+		}
+		select {
+		case out := <-p.done:
+			switch {
+			case out.err == nil:
+				return fromStrict(out.d)
+			case errors.Is(out.err, errNoLeader):
+				// Nothing was appended: try again, or fail over at the deadline.
+				if ctx.Err() != nil {
+					return g.failMode(rule, key, hits)
+				}
+				p.done = make(chan strictOutcome, 1)
+				continue
+			}
+			return window.Decision{}, out.err
+		case <-ctx.Done():
+			return window.Decision{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+		}
+	}
+}
+
+// errNoLeader means a check was not appended anywhere: safe to retry.
+var errNoLeader = errors.New("no strict leader")
+
+func fromStrict(d *sluicev1.StrictDecision) (window.Decision, error) {
+	if d.GetError() != "" {
+		return window.Decision{}, errors.New(d.GetError())
+	}
+	return window.Decision{Allowed: d.GetAllowed(), Limit: d.GetLimit(), Remaining: d.GetRemaining(),
+		ResetAfter: time.Duration(d.GetResetAfterNs()), RetryAfter: time.Duration(d.GetRetryAfterNs()),
+		Path: window.PathStrict}, nil
+}
+
+// failMode answers a check no leader could decide in time.
+func (g *strictGroup) failMode(rule window.Rule, key string, hits int64) (window.Decision, error) {
+	g.n.metrics.StrictFailovers.Add(1)
+	switch rule.FailMode {
+	case window.FailOpen:
+		return window.Decision{Allowed: true, Limit: rule.Count, Remaining: rule.Count, Path: window.PathFailOpen}, nil
+	case window.FailClosed:
+		return window.Decision{Limit: rule.Count, RetryAfter: g.n.cfg.StrictTimeout, Path: window.PathFailClosed}, nil
+	}
+	d, err := g.backstop.Allow(g.n.now(), rule.Name, key, hits)
+	d.Path = window.PathFailLocal
+	return d, err
+}
+
+// batchLoop packs the checks that arrive while earlier entries are in
+// flight into the next log entry: group commit.
+func (g *strictGroup) batchLoop(ctx context.Context) {
+	slots := make(chan struct{}, strictInFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		var first *strictPending
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-g.lead:
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			first.done <- strictOutcome{err: ErrClosed}
+			return
+		}
+		batch := drain(first, g.lead)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			g.commit(batch)
+		}()
+	}
+}
+
+// drain takes first and whatever else is already queued, up to a batch.
+func drain(first *strictPending, q chan *strictPending) []*strictPending {
+	batch := []*strictPending{first}
+	for len(batch) < strictMaxBatch {
+		select {
+		case p := <-q:
+			batch = append(batch, p)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// commit appends one entry and hands each check its decision.
+func (g *strictGroup) commit(batch []*strictPending) {
+	b := &sluicev1.StrictBatch{Now: g.n.now(), Checks: make([]*sluicev1.StrictCheck, len(batch))}
+	for i, p := range batch {
+		b.Checks[i] = p.check
+	}
+	data, err := proto.Marshal(b)
+	if err != nil {
+		failAll(batch, err)
+		return
+	}
+	f := g.raft.Apply(data, 0)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader):
+			failAll(batch, errNoLeader) // never appended
+		default:
+			failAll(batch, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err))
+		}
+		return
+	}
+	res, ok := f.Response().(*strictResult)
+	if !ok || res.err != nil || len(res.decisions) != len(batch) {
+		failAll(batch, fmt.Errorf("sluice: strict entry %d was not decided", f.Index()))
+		return
+	}
+	g.n.metrics.StrictEntries.Add(1)
+	g.n.metrics.StrictChecks.Add(int64(len(batch)))
+	for i, p := range batch {
+		p.done <- strictOutcome{d: res.decisions[i]}
+	}
+}
+
+func failAll(batch []*strictPending, err error) {
+	for _, p := range batch {
+		p.done <- strictOutcome{err: err}
+	}
+}
+
+// forwardLoop sends the checks of a following node to the leader, as many
+// per call as are waiting.
+func (g *strictGroup) forwardLoop(ctx context.Context) {
+	slots := make(chan struct{}, strictInFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		var first *strictPending
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-g.fwd:
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			first.done <- strictOutcome{err: ErrClosed}
+			return
+		}
+		batch := drain(first, g.fwd)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			g.forward(ctx, batch)
+		}()
+	}
+}
+
+// forward asks the leader to decide a batch.
+func (g *strictGroup) forward(ctx context.Context, batch []*strictPending) {
+	_, id := g.raft.LeaderWithID()
+	p := g.n.peers.byName(string(id))
+	if p == nil {
+		failAll(batch, errNoLeader)
+		return
+	}
+	req := &sluicev1.ForwardRequest{Checks: make([]*sluicev1.StrictCheck, len(batch))}
+	for i, q := range batch {
+		req.Checks[i] = q.check
+	}
+	callCtx, cancel := context.WithTimeout(ctx, g.n.cfg.StrictTimeout)
+	defer cancel()
+	resp, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx, req)
+	if err != nil {
+		if s, ok := status.FromError(err); ok && (s.Code() == codes.FailedPrecondition || s.Code() == codes.Unavailable && !isUnknown(s)) {
+			failAll(batch, errNoLeader)
+			return
+		}
+		failAll(batch, fmt.Errorf("%w: forwarded to %s: %w", ErrOutcomeUnknown, id, err))
+		return
+	}
+	if len(resp.GetDecisions()) != len(batch) {
+		failAll(batch, fmt.Errorf("%w: %s answered %d of %d checks", ErrOutcomeUnknown, id, len(resp.GetDecisions()), len(batch)))
+		return
+	}
+	for i, q := range batch {
+		q.done <- strictOutcome{d: resp.GetDecisions()[i]}
+	}
+}
+
+func isUnknown(s *status.Status) bool { return s.Message() == unknownMessage }
+
+const unknownMessage = "outcome unknown"
+
+// leaderHandle decides forwarded checks while this node leads.
+func (g *strictGroup) leaderHandle(ctx context.Context, req *sluicev1.ForwardRequest) (*sluicev1.ForwardResponse, error) {
+	if g.raft.State() != raft.Leader {
+		_, id := g.raft.LeaderWithID()
+		return nil, status.Errorf(codes.FailedPrecondition, "not the strict leader; the leader is %q", id)
+	}
+	pend := make([]*strictPending, len(req.GetChecks()))
+	for i, c := range req.GetChecks() {
+		pend[i] = &strictPending{check: c, done: make(chan strictOutcome, 1)}
+		select {
+		case g.lead <- pend[i]:
+		case <-ctx.Done():
+			for _, p := range pend[:i] {
+				<-p.done
+			}
+			return nil, status.Error(codes.Unavailable, unknownMessage)
+		}
+	}
+	resp := &sluicev1.ForwardResponse{Decisions: make([]*sluicev1.StrictDecision, len(pend))}
+	for i, p := range pend {
+		out := <-p.done
+		switch {
+		case out.err == nil:
+			resp.Decisions[i] = out.d
+		case errors.Is(out.err, errNoLeader):
+			return nil, status.Error(codes.FailedPrecondition, "leadership moved")
+		default:
+			return nil, status.Error(codes.Unavailable, unknownMessage)
+		}
+	}
+	return resp, nil
+}
+
+// reconcileLoop keeps, while this node leads, the voter set at the
+// configured size from live members, replacing voters that stay dead; and,
+// while no group exists, lets the lowest-named member bootstrap one.
+func (g *strictGroup) reconcileLoop(ctx context.Context) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		switch {
+		case g.raft.State() == raft.Leader:
+			g.reconcile()
+		default:
+			g.maybeBootstrap(ctx)
+		}
+	}
+}
+
+// strictMember is a live member that takes part in strict mode.
+type strictMember struct {
+	name, raftAddr string
+}
+
+func (g *strictGroup) liveMembers() []strictMember {
+	out := []strictMember{{name: g.n.cfg.Name, raftAddr: g.addr}}
+	for _, p := range g.n.peers.infos() {
+		if p.raftAddr != "" {
+			out = append(out, strictMember{name: p.name, raftAddr: p.raftAddr})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+func (g *strictGroup) reconcile() {
+	cf := g.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return
+	}
+	live := map[string]string{}
+	for _, m := range g.liveMembers() {
+		live[m.name] = m.raftAddr
+	}
+	want := g.n.cfg.StrictVoters
+	voters := 0
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range cf.Configuration().Servers {
+		addr, alive := live[string(s.ID)]
+		switch {
+		case alive && string(s.Address) != addr:
+			// Restarted on another address: same voter, new address.
+			g.raft.AddVoter(s.ID, raft.ServerAddress(addr), 0, time.Second)
+			delete(g.deadSeen, s.ID)
+			voters++
+		case alive:
+			delete(g.deadSeen, s.ID)
+			voters++
+		default:
+			since, seen := g.deadSeen[s.ID]
+			if !seen {
+				g.deadSeen[s.ID] = now
+				voters++
+				continue
+			}
+			if now.Sub(since) < deadVoterGrace {
+				voters++
+				continue
+			}
+			g.n.log.Warn("removing a strict voter that stayed dead", "voter", s.ID)
+			if err := g.raft.RemoveServer(s.ID, 0, time.Second).Error(); err == nil {
+				delete(g.deadSeen, s.ID)
+			} else {
+				voters++
+			}
+		}
+	}
+	in := map[string]bool{}
+	for _, s := range cf.Configuration().Servers {
+		in[string(s.ID)] = true
+	}
+	for _, m := range g.liveMembers() {
+		if voters >= want {
+			break
+		}
+		if in[m.name] {
+			continue
+		}
+		if err := g.raft.AddVoter(raft.ServerID(m.name), raft.ServerAddress(m.raftAddr), 0, time.Second).Error(); err != nil {
+			g.n.log.Debug("adding a strict voter failed", "member", m.name, "err", err)
+			continue
+		}
+		g.n.log.Info("strict voter added", "member", m.name, "raft_addr", m.raftAddr)
+		voters++
+	}
+}
+
+// maybeBootstrap starts a group when none exists: only the lowest-named live
+// member does, and only when no peer knows of a leader.
+func (g *strictGroup) maybeBootstrap(ctx context.Context) {
+	if addr, _ := g.raft.LeaderWithID(); addr != "" {
+		return
+	}
+	cf := g.raft.GetConfiguration()
+	if cf.Error() == nil && len(cf.Configuration().Servers) > 0 {
+		return // already part of a group, waiting for an election
+	}
+	members := g.liveMembers()
+	if members[0].name != g.n.cfg.Name {
+		return
+	}
+	for _, p := range g.n.peers.list() {
+		if p.info.raftAddr == "" {
+			continue
+		}
+		callCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx, &sluicev1.ForwardRequest{})
+		cancel()
+		if err == nil {
+			return // a peer leads
+		}
+		if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition && s.Message() != noLeaderMessage {
+			return // a peer knows a leader
+		}
+	}
+	g.bootstrap()
+}
+
+const noLeaderMessage = `not the strict leader; the leader is ""`
+
+// raftStream is raft's StreamLayer over a TCP listener.
+type raftStream struct {
+	lis       net.Listener
+	advertise net.Addr
+}
+
+func (s *raftStream) Accept() (net.Conn, error) { return s.lis.Accept() }
+func (s *raftStream) Close() error              { return s.lis.Close() }
+func (s *raftStream) Addr() net.Addr            { return s.advertise }
+func (s *raftStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(address), timeout)
+}

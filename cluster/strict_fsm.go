@@ -1,0 +1,170 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/counter"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
+	"github.com/sluicehq/sluice/window"
+)
+
+// strictFSM is the Raft state machine of strict mode: the exact counter
+// table of the strict rules. It never reads a clock: every entry carries the
+// leader's time, so every replica makes the same decisions.
+type strictFSM struct {
+	rules     []window.Rule
+	overAdmit int64 // tests only: a broken FSM admits this many hits too many
+
+	mu      sync.Mutex
+	replica *counter.Replica
+	now     int64  // time of the last applied entry; time never runs back
+	restore uint64 // restores so far, for fresh incarnations
+}
+
+// strictIncarnation owns the counts a strict state machine decided itself;
+// a restored snapshot's counts belong to an earlier one and still count.
+func strictIncarnation(n uint64) counter.Incarnation {
+	return counter.Incarnation{Node: "strict", Boot: n}
+}
+
+func newStrictFSM(rules []window.Rule) (*strictFSM, error) {
+	f := &strictFSM{rules: rules}
+	r, err := counter.NewReplica(counter.Config{Self: strictIncarnation(0), Rules: rules})
+	if err != nil {
+		return nil, err
+	}
+	f.replica = r
+	return f, nil
+}
+
+// strictResult is what applying one log entry returns: a decision or an
+// error per check, in order.
+type strictResult struct {
+	decisions []*sluicev1.StrictDecision
+	err       error // the entry could not be decoded
+}
+
+// Apply decides one entry.
+func (f *strictFSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch decides the checks of each committed entry in order.
+func (f *strictFSM) ApplyBatch(logs []*raft.Log) []any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]any, len(logs))
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		var b sluicev1.StrictBatch
+		if err := proto.Unmarshal(l.Data, &b); err != nil {
+			out[i] = &strictResult{err: fmt.Errorf("strict log entry %d: %w", l.Index, err)}
+			continue
+		}
+		out[i] = &strictResult{decisions: f.decide(&b)}
+	}
+	return out
+}
+
+// decide runs with f.mu held.
+func (f *strictFSM) decide(b *sluicev1.StrictBatch) []*sluicev1.StrictDecision {
+	// A new leader's clock may be behind the old one's: time never runs
+	// back in the log.
+	f.now = max(f.now, b.GetNow())
+	if f.now >= f.replica.NextTick() {
+		f.replica.Tick(f.now) // expires old windows, on the log's time
+	}
+	out := make([]*sluicev1.StrictDecision, len(b.GetChecks()))
+	for i, c := range b.GetChecks() {
+		d, err := f.replica.Allow(f.now, c.GetRule(), c.GetKey(), c.GetHits())
+		if err == nil && !d.Allowed && f.overAdmit > 0 {
+			f.overAdmit -= max(c.GetHits(), 1)
+			d.Allowed = true
+		}
+		out[i] = strictDecision(c.GetId(), d, f.now, err)
+	}
+	return out
+}
+
+func strictDecision(id uint64, d window.Decision, at int64, err error) *sluicev1.StrictDecision {
+	if err != nil {
+		return &sluicev1.StrictDecision{Id: id, Error: err.Error(), DecidedAt: at}
+	}
+	return &sluicev1.StrictDecision{Id: id, Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
+		ResetAfterNs: int64(d.ResetAfter), RetryAfterNs: int64(d.RetryAfter), DecidedAt: at}
+}
+
+// counts returns the state machine's view of key under rule at its time.
+func (f *strictFSM) counts(rule, key string) window.Counts {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.replica.Table(rule)
+	if t == nil {
+		return window.Counts{}
+	}
+	_, view := t.Counts(key, f.now)
+	return view
+}
+
+// Snapshot captures the counts of live windows.
+func (f *strictFSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	snap := &sluicev1.StrictSnapshot{Now: f.now, Counts: encodeDelta(f.replica.Snapshot(f.now))}
+	b, err := proto.Marshal(snap)
+	if err != nil {
+		return nil, fmt.Errorf("strict snapshot: %w", err)
+	}
+	return strictSnapshot(b), nil
+}
+
+// Restore replaces the state with a snapshot's.
+func (f *strictFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("strict restore: %w", err)
+	}
+	var snap sluicev1.StrictSnapshot
+	if err := proto.Unmarshal(b, &snap); err != nil {
+		return fmt.Errorf("strict restore: %w", err)
+	}
+	d, err := decodeDelta(snap.GetCounts())
+	if err != nil {
+		return fmt.Errorf("strict restore: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.restore++
+	r, err := counter.NewReplica(counter.Config{Self: strictIncarnation(f.restore), Rules: f.rules, Start: snap.GetNow()})
+	if err != nil {
+		return err
+	}
+	if _, err := r.Receive(snap.GetNow(), d); err != nil {
+		return fmt.Errorf("strict restore: %w", err)
+	}
+	f.replica, f.now = r, snap.GetNow()
+	return nil
+}
+
+// strictSnapshot is an encoded StrictSnapshot.
+type strictSnapshot []byte
+
+// Persist writes the snapshot.
+func (s strictSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		return errors.Join(err, sink.Cancel())
+	}
+	return sink.Close()
+}
+
+// Release frees nothing: the snapshot is a byte slice.
+func (strictSnapshot) Release() {}
+
+var _ raft.BatchingFSM = (*strictFSM)(nil)
