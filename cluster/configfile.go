@@ -47,6 +47,15 @@ type FileConfig struct {
 	Join []string `yaml:"join"`
 	// DataDir keeps state across restarts; empty keeps it in memory.
 	DataDir string `yaml:"data_dir"`
+	// RaftAddr is the HOST:PORT of strict mode's Raft transport; default the
+	// gRPC host on a free port. RaftAdvertiseAddr is the one peers dial.
+	RaftAddr          string `yaml:"raft_addr"`
+	RaftAdvertiseAddr string `yaml:"raft_advertise_addr"`
+	// StrictVoters is the size of the strict Raft group: 1, 3 (default) or 5.
+	StrictVoters int `yaml:"strict_voters"`
+	// StrictTimeout is, in seconds, how long a strict check waits for the
+	// leader before its rule's fail_mode answers; default 1.
+	StrictTimeout float64 `yaml:"strict_timeout"`
 	// Rules are the limits the node enforces; at least one.
 	Rules []FileRule `yaml:"rules"`
 
@@ -197,6 +206,7 @@ func ParseConfigFile(path string, data []byte) (cfg *FileConfig, err error) {
 	for _, a := range []struct{ field, value string }{
 		{"grpc_addr", cfg.GRPCAddr}, {"gossip_addr", cfg.GossipAddr},
 		{"advertise_addr", cfg.AdvertiseAddr}, {"http_addr", cfg.HTTPAddr},
+		{"raft_addr", cfg.RaftAddr}, {"raft_advertise_addr", cfg.RaftAdvertiseAddr},
 	} {
 		if a.value == "" {
 			continue
@@ -204,6 +214,14 @@ func ParseConfigFile(path string, data []byte) (cfg *FileConfig, err error) {
 		if err := CheckHostPort(a.field, a.value); err != nil {
 			errs = append(errs, &ConfigError{Path: path, Line: idx.top[a.field], Field: a.field, Err: err})
 		}
+	}
+	if v := cfg.StrictVoters; v != 0 && v != 1 && v != 3 && v != 5 {
+		errs = append(errs, &ConfigError{Path: path, Line: idx.top["strict_voters"], Field: "strict_voters",
+			Err: fmt.Errorf("strict_voters must be 1, 3 or 5, got %d", v)})
+	}
+	if v := cfg.StrictTimeout; v < 0 || math.IsNaN(v) || math.IsInf(v, 0) || v > 3600 {
+		errs = append(errs, &ConfigError{Path: path, Line: idx.top["strict_timeout"], Field: "strict_timeout",
+			Err: fmt.Errorf("strict_timeout must be seconds in (0, 3600], got %v", v)})
 	}
 	for i, j := range cfg.Join {
 		if err := CheckHostPort(fmt.Sprintf("join[%d]", i), strings.TrimPrefix(j, "dns:")); err != nil {
@@ -514,7 +532,7 @@ var (
 	yamlCannotRe   = regexp.MustCompile(`^cannot unmarshal (.*) into (\S+)$`)
 	configTypeName = fmt.Sprintf("%T", FileConfig{})
 	ruleTypeName   = fmt.Sprintf("%T", FileRule{})
-	fileFieldNames = "name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, rules"
+	fileFieldNames = "name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, rules"
 	ruleFieldNames = "name, count, time_window, window_type, sync_interval, allocation, fail_mode"
 )
 
