@@ -105,5 +105,6 @@ func decisionToProto(d window.Decision) *sluicev1.CheckResponse {
 		Remaining:  d.Remaining,
 		ResetAfter: durationpb.New(d.ResetAfter),
 		RetryAfter: durationpb.New(d.RetryAfter),
+		Path:       d.Path.String(),
 	}
 }

@@ -153,27 +153,27 @@ func TestAgentThenCheckUntilRefused(t *testing.T) {
 		{
 			rule: "fixed",
 			wantAllowed: []string{
-				"allowed  limit=3 remaining=2 reset_after=8s retry_after=0s",
-				"allowed  limit=3 remaining=1 reset_after=8s retry_after=0s",
-				"allowed  limit=3 remaining=0 reset_after=8s retry_after=0s",
+				"allowed  limit=3 remaining=2 reset_after=8s retry_after=0s path=local",
+				"allowed  limit=3 remaining=1 reset_after=8s retry_after=0s path=local",
+				"allowed  limit=3 remaining=0 reset_after=8s retry_after=0s path=local",
 			},
 			// A fixed window waits for the boundary.
-			wantRefused: "REFUSED  limit=3 remaining=0 reset_after=8s retry_after=8s",
+			wantRefused: "REFUSED  limit=3 remaining=0 reset_after=8s retry_after=8s path=local",
 			wantJSON: checkJSON{Rule: "fixed", Key: "user:42", Hits: 1, Limit: 3,
-				ResetAfter: 8, RetryAfter: 8},
+				ResetAfter: 8, RetryAfter: 8, Path: "local"},
 		},
 		{
 			rule: "sliding",
 			wantAllowed: []string{
-				"allowed  limit=3 remaining=2 reset_after=18s retry_after=0s",
-				"allowed  limit=3 remaining=1 reset_after=18s retry_after=0s",
-				"allowed  limit=3 remaining=0 reset_after=18s retry_after=0s",
+				"allowed  limit=3 remaining=2 reset_after=18s retry_after=0s path=local",
+				"allowed  limit=3 remaining=1 reset_after=18s retry_after=0s path=local",
+				"allowed  limit=3 remaining=0 reset_after=18s retry_after=0s path=local",
 			},
 			// A sliding window waits until the spent hits have decayed
 			// enough: a third into the next window, rounded up to the ms.
-			wantRefused: "REFUSED  limit=3 remaining=0 reset_after=18s retry_after=11.334s",
+			wantRefused: "REFUSED  limit=3 remaining=0 reset_after=18s retry_after=11.334s path=local",
 			wantJSON: checkJSON{Rule: "sliding", Key: "user:42", Hits: 1, Limit: 3,
-				ResetAfter: 18, RetryAfter: 11.333333334},
+				ResetAfter: 18, RetryAfter: 11.333333334, Path: "local"},
 		},
 	}
 	for _, tt := range tests {

@@ -81,6 +81,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Allowed: resp.GetAllowed(), Limit: resp.GetLimit(), Remaining: resp.GetRemaining(),
 			ResetAfter: resp.GetResetAfter().AsDuration().Seconds(),
 			RetryAfter: resp.GetRetryAfter().AsDuration().Seconds(),
+			Path:       resp.GetPath(),
 		})
 	} else {
 		_, err = fmt.Fprintln(stdout, formatDecision(resp))
@@ -104,6 +105,7 @@ type checkJSON struct {
 	Remaining  int64   `json:"remaining"`
 	ResetAfter float64 `json:"reset_after"` // seconds
 	RetryAfter float64 `json:"retry_after"` // seconds
+	Path       string  `json:"path"`
 }
 
 // formatDecision renders a decision on one line.
@@ -112,9 +114,9 @@ func formatDecision(r *sluicev1.CheckResponse) string {
 	if !r.GetAllowed() {
 		verdict = "REFUSED "
 	}
-	return fmt.Sprintf("%s limit=%d remaining=%d reset_after=%v retry_after=%v", verdict,
+	return fmt.Sprintf("%s limit=%d remaining=%d reset_after=%v retry_after=%v path=%s", verdict,
 		r.GetLimit(), r.GetRemaining(),
-		ceilMillis(r.GetResetAfter().AsDuration()), ceilMillis(r.GetRetryAfter().AsDuration()))
+		ceilMillis(r.GetResetAfter().AsDuration()), ceilMillis(r.GetRetryAfter().AsDuration()), r.GetPath())
 }
 
 // ceilMillis rounds d up to the millisecond.

@@ -105,7 +105,11 @@ type CheckResponse struct {
 	// retry_after is, for a refusal, how long until the same hits would be
 	// admitted if no other hits arrive; zero when allowed, and zero when the
 	// hits can never be admitted.
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// path says what decided: "local" (this node's view: batched rules),
+	// "strict" (the Raft log), or "fail-open", "fail-closed", "fail-local"
+	// (a strict rule's fail_mode, for want of a leader).
+	Path          string `protobuf:"bytes,6,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -173,6 +177,13 @@ func (x *CheckResponse) GetRetryAfter() *durationpb.Duration {
 		return x.RetryAfter
 	}
 	return nil
+}
+
+func (x *CheckResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
 }
 
 // CheckBatchRequest carries several checks decided in one round trip.
@@ -275,7 +286,7 @@ const file_sluice_v1_limiter_proto_rawDesc = "" +
 	"\fCheckRequest\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
-	"\x04hits\x18\x03 \x01(\x03R\x04hits\"\xd5\x01\n" +
+	"\x04hits\x18\x03 \x01(\x03R\x04hits\"\xe9\x01\n" +
 	"\rCheckResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -283,7 +294,8 @@ const file_sluice_v1_limiter_proto_rawDesc = "" +
 	"\vreset_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"resetAfter\x12:\n" +
 	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"D\n" +
+	"retryAfter\x12\x12\n" +
+	"\x04path\x18\x06 \x01(\tR\x04path\"D\n" +
 	"\x11CheckBatchRequest\x12/\n" +
 	"\x06checks\x18\x01 \x03(\v2\x17.sluice.v1.CheckRequestR\x06checks\"H\n" +
 	"\x12CheckBatchResponse\x122\n" +
