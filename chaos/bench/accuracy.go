@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -12,10 +11,6 @@ import (
 	"github.com/sluicehq/sluice/chaos/sim"
 	"github.com/sluicehq/sluice/window"
 )
-
-// ErrStrictUnsupported is returned for a strict scenario (Sync ==
-// window.Strict): this build has no Raft-backed strict mode to run it on.
-var ErrStrictUnsupported = errors.New("strict rules are not supported by this build yet")
 
 // benchKey is the one key every request of a run is for, as in the
 // simulator. Each run starts its own cluster, so the key is always fresh.
@@ -75,15 +70,13 @@ func (e *StoppedError) Unwrap() error { return e.Err }
 //     other than sim.Defaults().Latency is ignored with a logged notice.
 //   - The nodes' sync phases follow from when each node started, not from
 //     Seed; Seed still draws Poisson arrivals.
-//   - A strict scenario (Sync == window.Strict) returns ErrStrictUnsupported.
+//   - A strict scenario (Sync == window.Strict) runs the rule through the
+//     cluster's Raft group: every check goes to the leader.
 //
 // When ctx ends the run early, Accuracy returns what it measured and a
 // *StoppedError saying how much that is.
 func Accuracy(ctx context.Context, c sim.Config, opts Options) (*sim.Result, error) {
-	if c.Sync == window.Strict {
-		return nil, fmt.Errorf("sync: %w", ErrStrictUnsupported)
-	}
-	if err := c.Validate(); err != nil {
+	if err := c.ValidateWallClock(); err != nil {
 		return nil, err
 	}
 	if c.Nodes > MaxNodes {

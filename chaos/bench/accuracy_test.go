@@ -155,7 +155,6 @@ func TestAccuracyRejects(t *testing.T) {
 		setup func(*sim.Config)
 		want  string
 	}{
-		{"strict", func(c *sim.Config) { c.Sync = window.Strict }, "sync: strict rules are not supported by this build yet"},
 		{"no nodes", func(c *sim.Config) { c.Nodes = 0 }, "nodes must be in [1, 1024], got 0"},
 		{"too many nodes", func(c *sim.Config) { c.Nodes = 65 }, "nodes must be in [1, 64] for an in-process cluster, got 65"},
 		{"sync past window", func(c *sim.Config) { c.Sync = 2 * time.Second }, "sync_interval"},
@@ -165,9 +164,6 @@ func TestAccuracyRejects(t *testing.T) {
 			c := smallScenario()
 			tt.setup(&c)
 			_, err := Accuracy(context.Background(), c, Options{})
-			if tt.name == "strict" && !errors.Is(err, ErrStrictUnsupported) {
-				t.Errorf("err = %v, want ErrStrictUnsupported", err)
-			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tt.want)
 			}
@@ -198,5 +194,30 @@ func TestAlignNext(t *testing.T) {
 	}
 	if lead := b - after; lead <= 0 || lead > int64(100*time.Millisecond) {
 		t.Errorf("boundary %v from now, want within the 100ms lead", time.Duration(lead))
+	}
+}
+
+// A strict rule on a real cluster admits exactly the limit in every window.
+func TestAccuracyStrictNeverOvershoots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 2-node cluster for 3 s")
+	}
+	for _, typ := range []window.Type{window.Fixed, window.Sliding} {
+		t.Run(typ.String(), func(t *testing.T) {
+			c := smallScenario()
+			c.Type, c.Sync = typ, window.Strict
+			res, err := Accuracy(context.Background(), c, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range res.Windows {
+				if w.Admitted > c.Limit {
+					t.Errorf("window at %.0fs admitted %d, over the limit %d", w.StartS, w.Admitted, c.Limit)
+				}
+			}
+			if res.MaxWindowAdmitted < c.Limit*9/10 {
+				t.Errorf("most any window admitted is %d of %d: strict mode starves", res.MaxWindowAdmitted, c.Limit)
+			}
+		})
 	}
 }

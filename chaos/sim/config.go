@@ -87,8 +87,18 @@ func (c *Config) Rule() window.Rule {
 		SyncInterval: c.Sync, Allocation: c.Alloc}
 }
 
-// Validate names the first field that makes the scenario impossible.
+// Validate names the first field that makes the scenario impossible for the
+// simulator, which models batched rules only.
 func (c *Config) Validate() error {
+	if c.Sync == window.Strict {
+		return errors.New("sync must be > 0: the simulator models batched rules")
+	}
+	return c.ValidateWallClock()
+}
+
+// ValidateWallClock is Validate for a run on a real cluster, where a strict
+// rule (Sync == window.Strict) is a scenario too.
+func (c *Config) ValidateWallClock() error {
 	switch {
 	case c.Nodes < 1 || c.Nodes > 1024:
 		return fmt.Errorf("nodes must be in [1, 1024], got %d", c.Nodes)
@@ -104,9 +114,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("latency must be ≥ 0, got %v", c.Latency)
 	case c.Duration <= 0 || c.Duration > 24*time.Hour:
 		return fmt.Errorf("duration must be in (0, 24h], got %v", c.Duration)
-	}
-	if c.Sync == window.Strict {
-		return errors.New("sync must be > 0: the simulator models batched rules")
 	}
 	r := c.Rule()
 	if err := r.Validate(); err != nil {

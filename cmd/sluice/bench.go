@@ -15,7 +15,6 @@ import (
 
 	"github.com/sluicehq/sluice/chaos/bench"
 	"github.com/sluicehq/sluice/chaos/sim"
-	"github.com/sluicehq/sluice/window"
 )
 
 // benchCommand is one `sluice bench` subcommand.
@@ -27,7 +26,8 @@ type benchCommand struct {
 // benchCommands returns the `sluice bench` subcommands by name.
 func benchCommands() map[string]benchCommand {
 	return map[string]benchCommand{
-		"accuracy": {runBenchAccuracy, "run a `sluice sim` scenario on a real in-process cluster in wall-clock time"},
+		"accuracy":   {runBenchAccuracy, "run a `sluice sim` scenario on a real in-process cluster in wall-clock time"},
+		"throughput": {runBenchThroughput, "measure decisions/s and per-call latency, batched or strict, embedded or over gRPC"},
 	}
 }
 
@@ -76,10 +76,7 @@ func runBenchAccuracy(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	if f.sync == window.Strict {
-		return usageError{fmt.Errorf("--sync: %w", bench.ErrStrictUnsupported)}
-	}
-	c, err := f.config()
+	c, err := f.wallClockConfig()
 	if err != nil {
 		return usageError{err}
 	}

@@ -65,7 +65,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageError{fmt.Errorf("--duration %v is too short: each phase needs at least one --window (%v)", *dur, base.Window)}
 	}
 	if base.Sync == window.Strict {
-		return usageError{fmt.Errorf("--sync: %w", bench.ErrStrictUnsupported)}
+		return usageError{errors.New("--sync must be > 0: the demo compares the batched allocation policies")}
 	}
 	if err := base.Validate(); err != nil {
 		var fe *window.FieldError

@@ -20,7 +20,7 @@ type scenarioFlags struct {
 	arrivals string
 	limit    int64
 	window   time.Duration
-	sync     time.Duration
+	sync     syncFlag
 	typ      string
 	alloc    string
 	latency  time.Duration
@@ -40,7 +40,8 @@ func addScenarioFlags(fs *flag.FlagSet) *scenarioFlags {
 	fs.StringVar(&f.arrivals, "arrivals", "uniform", "arrival process: uniform or poisson")
 	fs.Int64Var(&f.limit, "limit", d.Limit, "requests allowed per window (the rule's count)")
 	fs.DurationVar(&f.window, "window", d.Window, "window length")
-	fs.DurationVar(&f.sync, "sync", d.Sync, "sync interval")
+	f.sync = syncFlag(d.Sync)
+	fs.Var(&f.sync, "sync", "sync interval (a Go duration); -1 makes the rule strict (bench only)")
 	fs.StringVar(&f.typ, "type", d.Type.String(), "window type: fixed or sliding")
 	fs.StringVar(&f.alloc, "alloc", d.Alloc.String(), "allocation policy: classic or adaptive")
 	fs.DurationVar(&f.latency, "latency", d.Latency, "one-way network latency between nodes")
@@ -51,11 +52,18 @@ func addScenarioFlags(fs *flag.FlagSet) *scenarioFlags {
 	return f
 }
 
-// config turns the flags into a scenario, naming the flag that is wrong.
-func (f *scenarioFlags) config() (sim.Config, error) {
+// config turns the flags into a scenario for the simulator, naming the flag
+// that is wrong.
+func (f *scenarioFlags) config() (sim.Config, error) { return f.build(false) }
+
+// wallClockConfig is config for a run on real nodes, where --sync -1 (strict)
+// is allowed.
+func (f *scenarioFlags) wallClockConfig() (sim.Config, error) { return f.build(true) }
+
+func (f *scenarioFlags) build(wallClock bool) (sim.Config, error) {
 	c := sim.Config{
 		Nodes: f.nodes, Rate: f.rate, Shift: f.shift, Limit: f.limit, Window: f.window,
-		Sync: f.sync, Latency: f.latency, Duration: f.duration, Burst: f.burst, Seed: f.seed,
+		Sync: time.Duration(f.sync), Latency: f.latency, Duration: f.duration, Burst: f.burst, Seed: f.seed,
 	}
 	var err error
 	if c.Skewed, c.Skew, err = sim.ParseSplit(f.split); err != nil {
@@ -70,7 +78,11 @@ func (f *scenarioFlags) config() (sim.Config, error) {
 	if c.Alloc, err = window.ParseAllocation(f.alloc); err != nil {
 		return c, fmt.Errorf("--alloc: %w", err)
 	}
-	if err := c.Validate(); err != nil {
+	validate := c.Validate
+	if wallClock {
+		validate = c.ValidateWallClock
+	}
+	if err := validate(); err != nil {
 		var fe *window.FieldError
 		if errors.As(err, &fe) {
 			return c, fmt.Errorf("--%s: %w", flagForField(fe.Field), err)
@@ -95,4 +107,27 @@ func flagForField(field string) string {
 		return "alloc"
 	}
 	return field
+}
+
+// syncFlag is a sync interval: a Go duration, or -1 for a strict rule.
+type syncFlag time.Duration
+
+func (s *syncFlag) String() string {
+	if time.Duration(*s) == window.Strict {
+		return "-1"
+	}
+	return time.Duration(*s).String()
+}
+
+func (s *syncFlag) Set(v string) error {
+	if v == "-1" {
+		*s = syncFlag(window.Strict)
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("want a duration such as 200ms, or -1 for strict: %w", err)
+	}
+	*s = syncFlag(d)
+	return nil
 }
