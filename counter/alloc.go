@@ -70,7 +70,9 @@ type allocState struct {
 	demandAt int64
 }
 
-func (a *allocState) reset(count int64) { *a = allocState{budget: count} }
+// reset starts afresh for a key that has already admitted own: what it
+// admitted counts as published.
+func (a *allocState) reset(count int64, own [2]int64) { *a = allocState{budget: count, pushed: own} }
 
 // roll keeps the budget across a window boundary (classic caches one number
 // per key, whatever window it was computed in) and ages what was pushed.

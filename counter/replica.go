@@ -38,12 +38,14 @@ type Replica struct {
 	peers map[Incarnation]*peerState
 	seq   uint64
 	sweep []int64 // per table in order: next expiry pass when alone
+	live  int32   // nodes live, this one included
+	alive *[]bool // live incarnations by registry id
 }
 
-// peerState is what this node has sent to one peer: per table, the epoch
-// from which changes are still unsent.
+// peerState is what this node has sent to one peer: per rule, the epoch
+// from which changes are still unsent (none recorded: everything is).
 type peerState struct {
-	since []uint64
+	since map[string]uint64
 }
 
 // Outbound is a delta due to one peer.
@@ -54,17 +56,14 @@ type Outbound struct {
 
 // NewReplica returns a replica for cfg.
 func NewReplica(cfg Config) (*Replica, error) {
-	r := &Replica{self: cfg.Self, reg: newRegistry(), peers: make(map[Incarnation]*peerState)}
+	r := &Replica{self: cfg.Self, reg: newRegistry(), peers: make(map[Incarnation]*peerState), live: 1}
 	r.selfID = r.reg.id(cfg.Self)
+	if err := validateRules(cfg.Rules); err != nil {
+		return nil, err
+	}
 	tables := make(map[string]*Table, len(cfg.Rules))
 	for i := range cfg.Rules {
 		rule := cfg.Rules[i]
-		if err := rule.Validate(); err != nil {
-			return nil, fmt.Errorf("rule %d (%q): %w", i+1, rule.Name, err)
-		}
-		if _, dup := tables[rule.Name]; dup {
-			return nil, fmt.Errorf("rule %d: name %q is used twice", i+1, rule.Name)
-		}
 		t := newTable(rule, r.reg, r.selfID)
 		t.nextSync.Store(cfg.Start + int64(cfg.Phase))
 		if rule.IsStrict() {
@@ -123,6 +122,71 @@ func (t *Table) check(key string, hits int64) error {
 	return nil
 }
 
+// SetRules replaces the rule set at moment now. A rule whose window length
+// and type are unchanged keeps its counts, its own and its peers', whatever
+// else changes: its count, its sync interval, its allocation, or whether it
+// is batched or strict. A rule whose window changed starts empty; a rule no
+// longer present is dropped.
+func (r *Replica) SetRules(rules []window.Rule, now int64) error {
+	if err := validateRules(rules); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.tables.Load()
+	sweeps := make(map[string]int64, len(r.order))
+	for i, t := range r.order {
+		sweeps[t.rule.Name] = r.sweep[i]
+	}
+	tables := make(map[string]*Table, len(rules))
+	order := make([]*Table, 0, len(rules))
+	sweep := make([]int64, 0, len(rules))
+	for _, rule := range rules {
+		ot := old[rule.Name]
+		var t *Table
+		switch {
+		case ot != nil && ot.rule == rule:
+			t = ot
+		case ot != nil && ot.rule.Window == rule.Window && ot.rule.Type == rule.Type:
+			t = ot.successor(rule)
+		default:
+			t = newTable(rule, r.reg, r.selfID)
+			t.live.Store(r.live)
+			t.aliveBy.Store(r.alive)
+		}
+		switch {
+		case rule.IsStrict():
+			t.nextSync.Store(maxTime)
+		case t.nextSync.Load() == maxTime || ot == nil || ot.rule.SyncInterval != rule.SyncInterval:
+			t.nextSync.Store(now + int64(rule.SyncInterval))
+		}
+		tables[rule.Name] = t
+		order = append(order, t)
+		if sw, ok := sweeps[rule.Name]; ok && t.rule.Window == ot.rule.Window {
+			sweep = append(sweep, sw)
+		} else {
+			sweep = append(sweep, now+int64(rule.Window))
+		}
+	}
+	r.order, r.sweep = order, sweep
+	r.tables.Store(&tables)
+	return nil
+}
+
+func validateRules(rules []window.Rule) error {
+	seen := make(map[string]bool, len(rules))
+	for i := range rules {
+		if err := rules[i].Validate(); err != nil {
+			return fmt.Errorf("rule %d (%q): %w", i+1, rules[i].Name, err)
+		}
+		if seen[rules[i].Name] {
+			return fmt.Errorf("rule %d: name %q is used twice", i+1, rules[i].Name)
+		}
+		seen[rules[i].Name] = true
+	}
+	return nil
+}
+
 // SetPeers replaces the set of live peers. A new peer is sent every own
 // entry at the next round; a peer that left is no longer sent to, but what it
 // admitted stays counted until its windows expire.
@@ -138,7 +202,7 @@ func (r *Replica) SetPeers(peers []Incarnation) {
 			next[p] = ps
 			continue
 		}
-		next[p] = &peerState{since: make([]uint64, len(r.order))}
+		next[p] = &peerState{since: make(map[string]uint64, len(r.order))}
 	}
 	r.peers = next
 	alive := make([]bool, 0, len(next)+1)
@@ -152,9 +216,10 @@ func (r *Replica) SetPeers(peers []Incarnation) {
 	for p := range next {
 		mark(r.reg.id(p))
 	}
+	r.live, r.alive = int32(len(next)+1), &alive
 	for _, t := range r.order {
-		t.live.Store(int32(len(next) + 1))
-		t.aliveBy.Store(&alive)
+		t.live.Store(r.live)
+		t.aliveBy.Store(r.alive)
 	}
 }
 
@@ -207,9 +272,10 @@ func (r *Replica) Tick(now int64) []Outbound {
 			continue
 		}
 		t.nextSync.Store(nextRound(t.nextSync.Load(), t.rule.SyncInterval, now))
+		name := t.rule.Name
 		minSince := ^uint64(0)
 		for _, p := range peers {
-			minSince = min(minSince, r.peers[p].since[i])
+			minSince = min(minSince, r.peers[p].since[name])
 		}
 		// Changes stamped with the old epoch that land after the pass are
 		// stamped with the new one once it is visible, so nothing is missed.
@@ -217,8 +283,8 @@ func (r *Replica) Tick(now int64) []Outbound {
 		collected := t.round(now, minSince, next-1, true)
 		for j, p := range peers {
 			ps := r.peers[p]
-			entries := filterSince(collected, ps.since[i], minSince)
-			ps.since[i] = next
+			entries := filterSince(collected, ps.since[name], minSince)
+			ps.since[name] = next
 			if len(entries) > 0 {
 				perPeer[j] = append(perPeer[j], RuleDelta{Rule: t.rule.Name, Entries: entries})
 			}

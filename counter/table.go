@@ -37,7 +37,10 @@ type Table struct {
 	// refusal by allocation can be retried then.
 	nextSync atomic.Int64
 
-	shards [shardCount]shard
+	// shards hold the keys. A table that replaces another for a changed
+	// rule with the same window shares them, so a check that still holds
+	// the old table counts in the same place.
+	shards *[shardCount]shard
 }
 
 type shard struct {
@@ -49,12 +52,35 @@ type shard struct {
 }
 
 func newTable(rule window.Rule, reg *registry, self uint32) *Table {
-	t := &Table{rule: rule, reg: reg, self: self, seed: maphash.MakeSeed()}
+	t := &Table{rule: rule, reg: reg, self: self, seed: maphash.MakeSeed(), shards: new([shardCount]shard)}
 	t.policy = policyFor(rule.Allocation)
 	t.epoch.Store(1)
 	t.live.Store(1)
 	for i := range t.shards {
 		t.shards[i].index = make(map[string]int32)
+	}
+	return t
+}
+
+// successor returns a table for rule, which has old's window length and
+// type, holding old's keys and counts: own, peers' and their versions carry
+// over; allocation state starts afresh, as the policy or budget may differ.
+func (old *Table) successor(rule window.Rule) *Table {
+	t := &Table{rule: rule, reg: old.reg, self: old.self, seed: old.seed, shards: old.shards}
+	t.policy = policyFor(rule.Allocation)
+	t.epoch.Store(old.epoch.Load())
+	t.live.Store(old.live.Load())
+	t.aliveBy.Store(old.aliveBy.Load())
+	t.nextSync.Store(old.nextSync.Load())
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for j := range sh.slots {
+			if x := sh.slots[j].x; x != nil {
+				x.alloc.reset(rule.Count, sh.slots[j].own)
+			}
+		}
+		sh.mu.Unlock()
 	}
 	return t
 }
@@ -110,7 +136,7 @@ func (t *Table) Allow(key string, now, hits int64) window.Decision {
 	s := sh.lookup(key, idx, true)
 	s.roll(idx)
 	if s.x == nil && live > 1 {
-		s.x = t.newShared()
+		s.x = t.newShared(s)
 	}
 	d := t.decide(s, now, idx, elapsed, hits, live)
 	sh.mu.Unlock()
@@ -146,9 +172,9 @@ func (t *Table) decide(s *slot, now, idx int64, elapsed time.Duration, hits int6
 	return d
 }
 
-func (t *Table) newShared() *shared {
+func (t *Table) newShared(s *slot) *shared {
 	x := &shared{}
-	x.alloc.reset(t.rule.Count)
+	x.alloc.reset(t.rule.Count, s.own)
 	return x
 }
 
@@ -209,7 +235,7 @@ func (t *Table) merge(inc uint32, e *Entry, now int64, news bool, seq uint64) bo
 		return false
 	}
 	if s.x == nil {
-		s.x = t.newShared()
+		s.x = t.newShared(s)
 	}
 	s.x.mergePeer(inc, p, e.Admitted, e.Demand)
 	if news && e.Claim >= 0 && e.Claim <= maxEntry && e.Need >= 0 && e.Need <= maxEntry {
