@@ -80,6 +80,7 @@ func (f *strictFSM) decide(b *sluicev1.StrictBatch) []*sluicev1.StrictDecision {
 	if f.now >= f.replica.NextTick() {
 		f.replica.Tick(f.now) // expires old windows, on the log's time
 	}
+	f.reconfigure(b)
 	out := make([]*sluicev1.StrictDecision, len(b.GetChecks()))
 	for i, c := range b.GetChecks() {
 		d, err := f.replica.Allow(f.now, c.GetRule(), c.GetKey(), c.GetHits())
@@ -90,6 +91,48 @@ func (f *strictFSM) decide(b *sluicev1.StrictBatch) []*sluicev1.StrictDecision {
 		out[i] = strictDecision(c.GetId(), d, f.now, err)
 	}
 	return out
+}
+
+// reconfigure applies an entry's rule change and seed counts. Both are
+// checked by the leader before it appends them, and every replica applies
+// the same entry alike, so an entry that fails here fails everywhere and is
+// skipped everywhere.
+func (f *strictFSM) reconfigure(b *sluicev1.StrictBatch) {
+	if b.GetRules() != nil {
+		if rules, err := decodeRules(b.GetRules()); err == nil {
+			if f.replica.SetRules(rules, f.now) == nil {
+				f.rules = rules
+			}
+		}
+	}
+	if b.GetSeed() != nil {
+		if d, err := decodeDelta(b.GetSeed()); err == nil {
+			d.Full = true
+			_, _ = f.replica.Receive(f.now, d)
+		}
+	}
+}
+
+// hasRule reports whether the state machine decides rule.
+func (f *strictFSM) hasRule(rule string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.replica.Table(rule) != nil
+}
+
+// snapshotRules returns the counts the state machine holds for rules.
+func (f *strictFSM) snapshotRules(rules map[string]bool) *counter.Delta {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	snap := f.replica.Snapshot(f.now)
+	kept := snap.Rules[:0]
+	for _, rd := range snap.Rules {
+		if rules[rd.Rule] {
+			kept = append(kept, rd)
+		}
+	}
+	snap.Rules = kept
+	return snap
 }
 
 func strictDecision(id uint64, d window.Decision, at int64, err error) *sluicev1.StrictDecision {
@@ -116,7 +159,7 @@ func (f *strictFSM) counts(rule, key string) window.Counts {
 func (f *strictFSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	snap := &sluicev1.StrictSnapshot{Now: f.now, Counts: encodeDelta(f.replica.Snapshot(f.now))}
+	snap := &sluicev1.StrictSnapshot{Now: f.now, Counts: encodeDelta(f.replica.Snapshot(f.now)), Rules: encodeRules(f.rules)}
 	b, err := proto.Marshal(snap)
 	if err != nil {
 		return nil, fmt.Errorf("strict snapshot: %w", err)
@@ -139,17 +182,26 @@ func (f *strictFSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("strict restore: %w", err)
 	}
+	var rules []window.Rule
+	if snap.GetRules() != nil {
+		if rules, err = decodeRules(snap.GetRules()); err != nil {
+			return fmt.Errorf("strict restore: %w", err)
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if rules == nil {
+		rules = f.rules
+	}
 	f.restore++
-	r, err := counter.NewReplica(counter.Config{Self: strictIncarnation(f.restore), Rules: f.rules, Start: snap.GetNow()})
+	r, err := counter.NewReplica(counter.Config{Self: strictIncarnation(f.restore), Rules: rules, Start: snap.GetNow()})
 	if err != nil {
 		return err
 	}
 	if _, err := r.Receive(snap.GetNow(), d); err != nil {
 		return fmt.Errorf("strict restore: %w", err)
 	}
-	f.replica, f.now = r, snap.GetNow()
+	f.replica, f.now, f.rules = r, snap.GetNow(), rules
 	return nil
 }
 

@@ -99,8 +99,15 @@ func (x *StrictCheck) GetHits() int64 {
 type StrictBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// now is the decision time, Unix nanoseconds.
-	Now           int64          `protobuf:"varint,1,opt,name=now,proto3" json:"now,omitempty"`
-	Checks        []*StrictCheck `protobuf:"bytes,2,rep,name=checks,proto3" json:"checks,omitempty"`
+	Now    int64          `protobuf:"varint,1,opt,name=now,proto3" json:"now,omitempty"`
+	Checks []*StrictCheck `protobuf:"bytes,2,rep,name=checks,proto3" json:"checks,omitempty"`
+	// rules, when set, replaces the strict rules before the checks are
+	// decided: a configuration reload, applied by every replica at the same
+	// point of the log.
+	Rules *RuleSet `protobuf:"bytes,3,opt,name=rules,proto3" json:"rules,omitempty"`
+	// seed holds counts that rules turning strict bring along from batched
+	// mode, merged before the checks are decided.
+	Seed          *Delta `protobuf:"bytes,4,opt,name=seed,proto3" json:"seed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -149,6 +156,162 @@ func (x *StrictBatch) GetChecks() []*StrictCheck {
 	return nil
 }
 
+func (x *StrictBatch) GetRules() *RuleSet {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *StrictBatch) GetSeed() *Delta {
+	if x != nil {
+		return x.Seed
+	}
+	return nil
+}
+
+// RuleSet is a set of rules as the log carries them.
+type RuleSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rules         []*RuleSpec            `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuleSet) Reset() {
+	*x = RuleSet{}
+	mi := &file_sluice_v1_strict_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleSet) ProtoMessage() {}
+
+func (x *RuleSet) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_strict_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleSet.ProtoReflect.Descriptor instead.
+func (*RuleSet) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RuleSet) GetRules() []*RuleSpec {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+// RuleSpec is one rule (window.Rule) on the wire.
+type RuleSpec struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Count    int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	WindowNs int64                  `protobuf:"varint,3,opt,name=window_ns,json=windowNs,proto3" json:"window_ns,omitempty"`
+	// type: 0 sliding, 1 fixed.
+	Type uint32 `protobuf:"varint,4,opt,name=type,proto3" json:"type,omitempty"`
+	// sync_interval_ns: -1 for strict.
+	SyncIntervalNs int64 `protobuf:"varint,5,opt,name=sync_interval_ns,json=syncIntervalNs,proto3" json:"sync_interval_ns,omitempty"`
+	// allocation: 0 adaptive, 1 classic.
+	Allocation uint32 `protobuf:"varint,6,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	// fail_mode: 0 local, 1 open, 2 closed.
+	FailMode      uint32 `protobuf:"varint,7,opt,name=fail_mode,json=failMode,proto3" json:"fail_mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuleSpec) Reset() {
+	*x = RuleSpec{}
+	mi := &file_sluice_v1_strict_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleSpec) ProtoMessage() {}
+
+func (x *RuleSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_strict_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleSpec.ProtoReflect.Descriptor instead.
+func (*RuleSpec) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RuleSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RuleSpec) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *RuleSpec) GetWindowNs() int64 {
+	if x != nil {
+		return x.WindowNs
+	}
+	return 0
+}
+
+func (x *RuleSpec) GetType() uint32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+func (x *RuleSpec) GetSyncIntervalNs() int64 {
+	if x != nil {
+		return x.SyncIntervalNs
+	}
+	return 0
+}
+
+func (x *RuleSpec) GetAllocation() uint32 {
+	if x != nil {
+		return x.Allocation
+	}
+	return 0
+}
+
+func (x *RuleSpec) GetFailMode() uint32 {
+	if x != nil {
+		return x.FailMode
+	}
+	return 0
+}
+
 // StrictDecision is the outcome of one check.
 type StrictDecision struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -169,7 +332,7 @@ type StrictDecision struct {
 
 func (x *StrictDecision) Reset() {
 	*x = StrictDecision{}
-	mi := &file_sluice_v1_strict_proto_msgTypes[2]
+	mi := &file_sluice_v1_strict_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -181,7 +344,7 @@ func (x *StrictDecision) String() string {
 func (*StrictDecision) ProtoMessage() {}
 
 func (x *StrictDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_strict_proto_msgTypes[2]
+	mi := &file_sluice_v1_strict_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -194,7 +357,7 @@ func (x *StrictDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StrictDecision.ProtoReflect.Descriptor instead.
 func (*StrictDecision) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StrictDecision) GetId() uint64 {
@@ -263,7 +426,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_sluice_v1_strict_proto_msgTypes[3]
+	mi := &file_sluice_v1_strict_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +438,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_strict_proto_msgTypes[3]
+	mi := &file_sluice_v1_strict_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +451,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ForwardRequest) GetChecks() []*StrictCheck {
@@ -308,7 +471,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_sluice_v1_strict_proto_msgTypes[4]
+	mi := &file_sluice_v1_strict_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +483,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_strict_proto_msgTypes[4]
+	mi := &file_sluice_v1_strict_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +496,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ForwardResponse) GetDecisions() []*StrictDecision {
@@ -346,16 +509,19 @@ func (x *ForwardResponse) GetDecisions() []*StrictDecision {
 // StrictSnapshot is the state machine's snapshot: the counts of live
 // windows and the time of the last applied entry.
 type StrictSnapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Now           int64                  `protobuf:"varint,1,opt,name=now,proto3" json:"now,omitempty"`
-	Counts        *Delta                 `protobuf:"bytes,2,opt,name=counts,proto3" json:"counts,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Now    int64                  `protobuf:"varint,1,opt,name=now,proto3" json:"now,omitempty"`
+	Counts *Delta                 `protobuf:"bytes,2,opt,name=counts,proto3" json:"counts,omitempty"`
+	// rules are the strict rules in force, which a reload may have changed
+	// since the node started.
+	Rules         *RuleSet `protobuf:"bytes,3,opt,name=rules,proto3" json:"rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StrictSnapshot) Reset() {
 	*x = StrictSnapshot{}
-	mi := &file_sluice_v1_strict_proto_msgTypes[5]
+	mi := &file_sluice_v1_strict_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +533,7 @@ func (x *StrictSnapshot) String() string {
 func (*StrictSnapshot) ProtoMessage() {}
 
 func (x *StrictSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_strict_proto_msgTypes[5]
+	mi := &file_sluice_v1_strict_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +546,7 @@ func (x *StrictSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StrictSnapshot.ProtoReflect.Descriptor instead.
 func (*StrictSnapshot) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StrictSnapshot) GetNow() int64 {
@@ -397,6 +563,13 @@ func (x *StrictSnapshot) GetCounts() *Delta {
 	return nil
 }
 
+func (x *StrictSnapshot) GetRules() *RuleSet {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
 var File_sluice_v1_strict_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_strict_proto_rawDesc = "" +
@@ -406,10 +579,24 @@ const file_sluice_v1_strict_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\tR\x03key\x12\x12\n" +
-	"\x04hits\x18\x04 \x01(\x03R\x04hits\"O\n" +
+	"\x04hits\x18\x04 \x01(\x03R\x04hits\"\x9f\x01\n" +
 	"\vStrictBatch\x12\x10\n" +
 	"\x03now\x18\x01 \x01(\x03R\x03now\x12.\n" +
-	"\x06checks\x18\x02 \x03(\v2\x16.sluice.v1.StrictCheckR\x06checks\"\xef\x01\n" +
+	"\x06checks\x18\x02 \x03(\v2\x16.sluice.v1.StrictCheckR\x06checks\x12(\n" +
+	"\x05rules\x18\x03 \x01(\v2\x12.sluice.v1.RuleSetR\x05rules\x12$\n" +
+	"\x04seed\x18\x04 \x01(\v2\x10.sluice.v1.DeltaR\x04seed\"4\n" +
+	"\aRuleSet\x12)\n" +
+	"\x05rules\x18\x01 \x03(\v2\x13.sluice.v1.RuleSpecR\x05rules\"\xcc\x01\n" +
+	"\bRuleSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x1b\n" +
+	"\twindow_ns\x18\x03 \x01(\x03R\bwindowNs\x12\x12\n" +
+	"\x04type\x18\x04 \x01(\rR\x04type\x12(\n" +
+	"\x10sync_interval_ns\x18\x05 \x01(\x03R\x0esyncIntervalNs\x12\x1e\n" +
+	"\n" +
+	"allocation\x18\x06 \x01(\rR\n" +
+	"allocation\x12\x1b\n" +
+	"\tfail_mode\x18\a \x01(\rR\bfailMode\"\xef\x01\n" +
 	"\x0eStrictDecision\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aallowed\x18\x02 \x01(\bR\aallowed\x12\x14\n" +
@@ -423,10 +610,11 @@ const file_sluice_v1_strict_proto_rawDesc = "" +
 	"\x0eForwardRequest\x12.\n" +
 	"\x06checks\x18\x01 \x03(\v2\x16.sluice.v1.StrictCheckR\x06checks\"J\n" +
 	"\x0fForwardResponse\x127\n" +
-	"\tdecisions\x18\x01 \x03(\v2\x19.sluice.v1.StrictDecisionR\tdecisions\"L\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x19.sluice.v1.StrictDecisionR\tdecisions\"v\n" +
 	"\x0eStrictSnapshot\x12\x10\n" +
 	"\x03now\x18\x01 \x01(\x03R\x03now\x12(\n" +
-	"\x06counts\x18\x02 \x01(\v2\x10.sluice.v1.DeltaR\x06counts2J\n" +
+	"\x06counts\x18\x02 \x01(\v2\x10.sluice.v1.DeltaR\x06counts\x12(\n" +
+	"\x05rules\x18\x03 \x01(\v2\x12.sluice.v1.RuleSetR\x05rules2J\n" +
 	"\x06Strict\x12@\n" +
 	"\aForward\x12\x19.sluice.v1.ForwardRequest\x1a\x1a.sluice.v1.ForwardResponseB5Z3github.com/sluicehq/sluice/proto/sluice/v1;sluicev1b\x06proto3"
 
@@ -442,28 +630,34 @@ func file_sluice_v1_strict_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_strict_proto_rawDescData
 }
 
-var file_sluice_v1_strict_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_sluice_v1_strict_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_sluice_v1_strict_proto_goTypes = []any{
 	(*StrictCheck)(nil),     // 0: sluice.v1.StrictCheck
 	(*StrictBatch)(nil),     // 1: sluice.v1.StrictBatch
-	(*StrictDecision)(nil),  // 2: sluice.v1.StrictDecision
-	(*ForwardRequest)(nil),  // 3: sluice.v1.ForwardRequest
-	(*ForwardResponse)(nil), // 4: sluice.v1.ForwardResponse
-	(*StrictSnapshot)(nil),  // 5: sluice.v1.StrictSnapshot
-	(*Delta)(nil),           // 6: sluice.v1.Delta
+	(*RuleSet)(nil),         // 2: sluice.v1.RuleSet
+	(*RuleSpec)(nil),        // 3: sluice.v1.RuleSpec
+	(*StrictDecision)(nil),  // 4: sluice.v1.StrictDecision
+	(*ForwardRequest)(nil),  // 5: sluice.v1.ForwardRequest
+	(*ForwardResponse)(nil), // 6: sluice.v1.ForwardResponse
+	(*StrictSnapshot)(nil),  // 7: sluice.v1.StrictSnapshot
+	(*Delta)(nil),           // 8: sluice.v1.Delta
 }
 var file_sluice_v1_strict_proto_depIdxs = []int32{
 	0, // 0: sluice.v1.StrictBatch.checks:type_name -> sluice.v1.StrictCheck
-	0, // 1: sluice.v1.ForwardRequest.checks:type_name -> sluice.v1.StrictCheck
-	2, // 2: sluice.v1.ForwardResponse.decisions:type_name -> sluice.v1.StrictDecision
-	6, // 3: sluice.v1.StrictSnapshot.counts:type_name -> sluice.v1.Delta
-	3, // 4: sluice.v1.Strict.Forward:input_type -> sluice.v1.ForwardRequest
-	4, // 5: sluice.v1.Strict.Forward:output_type -> sluice.v1.ForwardResponse
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	2, // 1: sluice.v1.StrictBatch.rules:type_name -> sluice.v1.RuleSet
+	8, // 2: sluice.v1.StrictBatch.seed:type_name -> sluice.v1.Delta
+	3, // 3: sluice.v1.RuleSet.rules:type_name -> sluice.v1.RuleSpec
+	0, // 4: sluice.v1.ForwardRequest.checks:type_name -> sluice.v1.StrictCheck
+	4, // 5: sluice.v1.ForwardResponse.decisions:type_name -> sluice.v1.StrictDecision
+	8, // 6: sluice.v1.StrictSnapshot.counts:type_name -> sluice.v1.Delta
+	2, // 7: sluice.v1.StrictSnapshot.rules:type_name -> sluice.v1.RuleSet
+	5, // 8: sluice.v1.Strict.Forward:input_type -> sluice.v1.ForwardRequest
+	6, // 9: sluice.v1.Strict.Forward:output_type -> sluice.v1.ForwardResponse
+	9, // [9:10] is the sub-list for method output_type
+	8, // [8:9] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_strict_proto_init() }
@@ -478,7 +672,7 @@ func file_sluice_v1_strict_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_strict_proto_rawDesc), len(file_sluice_v1_strict_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
