@@ -251,6 +251,13 @@ func (g *strictGroup) waitLeader(ctx context.Context) {
 // reachable within ctx's deadline (or the default strict timeout), else as
 // the rule's fail_mode says.
 func (g *strictGroup) check(ctx context.Context, rule window.Rule, key string, hits int64) (window.Decision, error) {
+	d, _, err := g.checkAt(ctx, rule, key, hits)
+	return d, err
+}
+
+// checkAt is check that also returns the log's time of a strict decision
+// (Unix nanoseconds; 0 for any other answer). Tests check histories with it.
+func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string, hits int64) (window.Decision, int64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, g.n.cfg.StrictTimeout)
@@ -268,7 +275,7 @@ func (g *strictGroup) check(ctx context.Context, rule window.Rule, key string, h
 			// No leader known: wait a little for an election, then fail over.
 			select {
 			case <-ctx.Done():
-				return g.failMode(rule, key, hits)
+				return withoutTime(g.failMode(rule, key, hits))
 			case <-time.After(20 * time.Millisecond):
 				continue
 			}
@@ -276,27 +283,30 @@ func (g *strictGroup) check(ctx context.Context, rule window.Rule, key string, h
 		select {
 		case q <- p:
 		case <-ctx.Done():
-			return g.failMode(rule, key, hits)
+			return withoutTime(g.failMode(rule, key, hits))
 		}
 		select {
 		case out := <-p.done:
 			switch {
 			case out.err == nil:
-				return fromStrict(out.d)
+				d, err := fromStrict(out.d)
+				return d, out.d.GetDecidedAt(), err
 			case errors.Is(out.err, errNoLeader):
 				// Nothing was appended: try again, or fail over at the deadline.
 				if ctx.Err() != nil {
-					return g.failMode(rule, key, hits)
+					return withoutTime(g.failMode(rule, key, hits))
 				}
 				p.done = make(chan strictOutcome, 1)
 				continue
 			}
-			return window.Decision{}, out.err
+			return window.Decision{}, 0, out.err
 		case <-ctx.Done():
-			return window.Decision{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+			return window.Decision{}, 0, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
 		}
 	}
 }
+
+func withoutTime(d window.Decision, err error) (window.Decision, int64, error) { return d, 0, err }
 
 // errNoLeader means a check was not appended anywhere: safe to retry.
 var errNoLeader = errors.New("no strict leader")
