@@ -8,12 +8,14 @@ import (
 	"net"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -285,24 +287,33 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 		case <-ctx.Done():
 			return withoutTime(g.failMode(rule, key, hits))
 		}
+		var out strictOutcome
 		select {
-		case out := <-p.done:
-			switch {
-			case out.err == nil:
-				d, err := fromStrict(out.d)
-				return d, out.d.GetDecidedAt(), err
-			case errors.Is(out.err, errNoLeader):
-				// Nothing was appended: try again, or fail over at the deadline.
-				if ctx.Err() != nil {
-					return withoutTime(g.failMode(rule, key, hits))
-				}
-				p.done = make(chan strictOutcome, 1)
-				continue
-			}
-			return window.Decision{}, 0, out.err
+		case out = <-p.done:
 		case <-ctx.Done():
-			return window.Decision{}, 0, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+			// An answer may have arrived together with the deadline.
+			select {
+			case out = <-p.done:
+			default:
+				return window.Decision{}, 0, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+			}
 		}
+		switch {
+		case out.err == nil:
+			d, err := fromStrict(out.d)
+			return d, out.d.GetDecidedAt(), err
+		case errors.Is(out.err, errNoLeader):
+			// Nothing was appended: try again shortly, or fail over at the
+			// deadline.
+			select {
+			case <-ctx.Done():
+				return withoutTime(g.failMode(rule, key, hits))
+			case <-time.After(20 * time.Millisecond):
+			}
+			p.done = make(chan strictOutcome, 1)
+			continue
+		}
+		return window.Decision{}, 0, out.err
 	}
 }
 
@@ -340,6 +351,18 @@ func (g *strictGroup) batchLoop(ctx context.Context) {
 	slots := make(chan struct{}, strictInFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// A closing node answers what is still queued: nothing of it was
+	// appended.
+	defer func() {
+		for {
+			select {
+			case p := <-g.lead:
+				p.done <- strictOutcome{err: errNoLeader}
+			default:
+				return
+			}
+		}
+	}()
 	for {
 		var first *strictPending
 		select {
@@ -350,7 +373,7 @@ func (g *strictGroup) batchLoop(ctx context.Context) {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			first.done <- strictOutcome{err: ErrClosed}
+			first.done <- strictOutcome{err: errNoLeader}
 			return
 		}
 		batch := drain(first, g.lead)
@@ -391,8 +414,8 @@ func (g *strictGroup) commit(batch []*strictPending) {
 	f := g.raft.Apply(data, 0)
 	if err := f.Error(); err != nil {
 		switch {
-		case errors.Is(err, raft.ErrNotLeader):
-			failAll(batch, errNoLeader) // never appended
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			failAll(batch, errNoLeader) // refused before it was appended
 		default:
 			failAll(batch, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err))
 		}
@@ -422,6 +445,16 @@ func (g *strictGroup) forwardLoop(ctx context.Context) {
 	slots := make(chan struct{}, strictInFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer func() {
+		for {
+			select {
+			case p := <-g.fwd:
+				p.done <- strictOutcome{err: errNoLeader}
+			default:
+				return
+			}
+		}
+	}()
 	for {
 		var first *strictPending
 		select {
@@ -432,7 +465,7 @@ func (g *strictGroup) forwardLoop(ctx context.Context) {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			first.done <- strictOutcome{err: ErrClosed}
+			first.done <- strictOutcome{err: errNoLeader}
 			return
 		}
 		batch := drain(first, g.fwd)
@@ -449,7 +482,8 @@ func (g *strictGroup) forwardLoop(ctx context.Context) {
 func (g *strictGroup) forward(ctx context.Context, batch []*strictPending) {
 	_, id := g.raft.LeaderWithID()
 	p := g.n.peers.byName(string(id))
-	if p == nil {
+	if p == nil || p.conn.GetState() == connectivity.TransientFailure || p.conn.GetState() == connectivity.Shutdown {
+		// Not sent: the leader is unknown or cannot be reached.
 		failAll(batch, errNoLeader)
 		return
 	}
@@ -461,7 +495,10 @@ func (g *strictGroup) forward(ctx context.Context, batch []*strictPending) {
 	defer cancel()
 	resp, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx, req)
 	if err != nil {
-		if s, ok := status.FromError(err); ok && (s.Code() == codes.FailedPrecondition || s.Code() == codes.Unavailable && !isUnknown(s)) {
+		// Only the leader's own word that it appended nothing, or a call
+		// that never got a connection, makes a retry safe; a call that broke
+		// may have committed before it broke.
+		if s, ok := status.FromError(err); ok && (s.Code() == codes.FailedPrecondition || neverSent(s)) {
 			failAll(batch, errNoLeader)
 			return
 		}
@@ -477,9 +514,13 @@ func (g *strictGroup) forward(ctx context.Context, batch []*strictPending) {
 	}
 }
 
-func isUnknown(s *status.Status) bool { return s.Message() == unknownMessage }
-
 const unknownMessage = "outcome unknown"
+
+// neverSent reports whether a failed call never reached the server: gRPC
+// could not establish a connection to send it on.
+func neverSent(s *status.Status) bool {
+	return s.Code() == codes.Unavailable && strings.Contains(s.Message(), "while dialing")
+}
 
 // leaderHandle decides forwarded checks while this node leads.
 func (g *strictGroup) leaderHandle(ctx context.Context, req *sluicev1.ForwardRequest) (*sluicev1.ForwardResponse, error) {
@@ -500,18 +541,33 @@ func (g *strictGroup) leaderHandle(ctx context.Context, req *sluicev1.ForwardReq
 		}
 	}
 	resp := &sluicev1.ForwardResponse{Decisions: make([]*sluicev1.StrictDecision, len(pend))}
+	appended := false // some check of the request may have been committed
+	failed := false
 	for i, p := range pend {
-		out := <-p.done
+		var out strictOutcome
+		select {
+		case out = <-p.done:
+		case <-ctx.Done():
+			return nil, status.Error(codes.Unavailable, unknownMessage)
+		}
 		switch {
 		case out.err == nil:
 			resp.Decisions[i] = out.d
+			appended = true
 		case errors.Is(out.err, errNoLeader):
-			return nil, status.Error(codes.FailedPrecondition, "leadership moved")
+			failed = true
 		default:
-			return nil, status.Error(codes.Unavailable, unknownMessage)
+			failed, appended = true, true
 		}
 	}
-	return resp, nil
+	switch {
+	case !failed:
+		return resp, nil
+	case !appended:
+		// Nothing of the request was appended: the caller may retry.
+		return nil, status.Error(codes.FailedPrecondition, "leadership moved")
+	}
+	return nil, status.Error(codes.Unavailable, unknownMessage)
 }
 
 // reconcileLoop keeps, while this node leads, the voter set at the

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -133,51 +132,6 @@ func waitStrictGroup(t testing.TB, nodes []*Node, within time.Duration) *Node {
 		return true
 	})
 	return leader
-}
-
-// killStrictLeader kills n as Node.Kill does and, if Kill has not returned
-// within grace, answers the checks Kill strands: once n's loops have
-// stopped, checks still queued for the batcher (g.lead) are never appended
-// and never answered, and leaderHandle waits for them without watching its
-// context, so the gRPC server's stop, and Kill with it, never return (see
-// TestStrictKillLeaderUnderLoad). They are answered as a closing node would
-// answer them, with ErrClosed, which the forwarding node reports as an
-// unknown outcome. It returns how many checks it had to answer.
-func killStrictLeader(n *Node, grace time.Duration) (stranded int, hung bool) {
-	killed := make(chan struct{})
-	go func() {
-		defer close(killed)
-		n.Kill()
-	}()
-	select {
-	case <-n.done:
-	case <-killed:
-		return 0, false
-	}
-	n.wg.Wait() // the batcher has stopped: nothing else reads g.lead
-	select {
-	case <-killed:
-		return 0, false
-	case <-time.After(grace):
-	}
-	for {
-		select {
-		case p := <-n.strict.lead:
-			p.done <- strictOutcome{err: ErrClosed}
-			stranded++
-		case <-killed:
-			return stranded, grace > 0
-		}
-	}
-}
-
-// knownBug skips a test that demonstrates a bug not fixed yet, unless
-// SLUICE_KNOWN_BUGS is set.
-func knownBug(t *testing.T, bug string) {
-	t.Helper()
-	if os.Getenv("SLUICE_KNOWN_BUGS") == "" {
-		t.Skipf("known bug, set SLUICE_KNOWN_BUGS=1 to run: %s", bug)
-	}
 }
 
 // strictLog returns the entries of the node's strict log, from the first

@@ -417,17 +417,6 @@ func auditStrictLog(t *testing.T, rules []window.Rule, node *Node, ops []strictO
 	return hidden, twice
 }
 
-// knownBugSeen reports a known bug that a run ran into: an error with
-// SLUICE_KNOWN_BUGS set, else a log line.
-func knownBugSeen(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("SLUICE_KNOWN_BUGS") != "" {
-		t.Errorf("known bug: "+format, args...)
-		return
-	}
-	t.Logf("KNOWN BUG (set SLUICE_KNOWN_BUGS=1 to fail on it): "+format, args...)
-}
-
 // TestStrictModel checks the model on small hand-made histories, so that a
 // verdict on a real one means something.
 func TestStrictModel(t *testing.T) {
