@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -19,10 +20,38 @@ import (
 // (gRPC address, incarnation, rules hash), finds peers and notices when they
 // come, go or restart.
 type membership struct {
-	n       *Node
-	ml      *memberlist.Memberlist
-	meta    []byte
-	changed chan struct{} // coalesced "membership changed" signal
+	n        *Node
+	ml       *memberlist.Memberlist
+	grpcAddr string
+	changed  chan struct{} // coalesced "membership changed" signal
+
+	metaMu sync.Mutex
+	meta   []byte
+}
+
+// setMeta encodes the node's current metadata for gossip.
+func (m *membership) setMeta() error {
+	raftAddr := ""
+	if g := m.n.strictG.Load(); g != nil {
+		raftAddr = g.addr
+	}
+	meta, err := nodeMeta{grpcAddr: m.grpcAddr, boot: m.n.self.Boot, rulesHash: m.n.rulesHash(), raftAddr: raftAddr}.encode()
+	if err != nil {
+		return fmt.Errorf("sluice: %w", err)
+	}
+	m.metaMu.Lock()
+	m.meta = meta
+	m.metaMu.Unlock()
+	return nil
+}
+
+// updateMeta gossips changed metadata: new rules, or a strict group started
+// by a reload.
+func (m *membership) updateMeta() error {
+	if err := m.setMeta(); err != nil {
+		return err
+	}
+	return m.ml.UpdateNode(time.Second)
 }
 
 func newMembership(n *Node) (*membership, error) {
@@ -31,15 +60,10 @@ func newMembership(n *Node) (*membership, error) {
 	if grpcAddr == "" {
 		grpcAddr = n.server.addr()
 	}
-	raftAddr := ""
-	if n.strict != nil {
-		raftAddr = n.strict.addr
+	m.grpcAddr = grpcAddr
+	if err := m.setMeta(); err != nil {
+		return nil, err
 	}
-	meta, err := nodeMeta{grpcAddr: grpcAddr, boot: n.self.Boot, rulesHash: n.hash, raftAddr: raftAddr}.encode()
-	if err != nil {
-		return nil, fmt.Errorf("sluice: %w", err)
-	}
-	m.meta = meta
 
 	host, port, err := splitHostPort(n.cfg.BindAddr)
 	if err != nil {
@@ -182,7 +206,7 @@ func (m *membership) refresh() {
 			continue
 		}
 		total++
-		if meta.rulesHash != m.n.hash {
+		if meta.rulesHash != m.n.rulesHash() {
 			drift++
 		}
 		live = append(live, peerInfo{name: node.Name, boot: meta.boot, grpcAddr: meta.grpcAddr, raftAddr: meta.raftAddr})
@@ -226,7 +250,11 @@ func joinErr(a, b error) error {
 // memberlist.Delegate: only the metadata is used.
 
 // NodeMeta returns the node's metadata for gossip.
-func (m *membership) NodeMeta(limit int) []byte { return m.meta }
+func (m *membership) NodeMeta(limit int) []byte {
+	m.metaMu.Lock()
+	defer m.metaMu.Unlock()
+	return m.meta
+}
 
 // NotifyMsg ignores user messages; deltas travel over gRPC.
 func (m *membership) NotifyMsg([]byte) {}

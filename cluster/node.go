@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/sluicehq/sluice/counter"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/window"
@@ -86,18 +88,21 @@ type Node struct {
 	now     func() int64
 	clock   *wallClock
 	self    counter.Incarnation
-	hash    uint64
+	hash    atomic.Uint64 // of the rules, for drift detection
 	replica *counter.Replica
 	metrics *Metrics
 
 	store   *store.Store // nil without DataDir
 	server  *server      // nil without GRPCAddr
 	members *membership  // nil without BindAddr
-	strict  *strictGroup // nil without strict rules
+	strictG atomic.Pointer[strictGroup] // nil until the node has a strict rule
 	peers   *peerSet
 
-	cancel context.CancelFunc
-	done   <-chan struct{} // closed when the node starts closing
+	cancel  context.CancelFunc
+	loopCtx context.Context // lives until Close; owns the node's loops
+	done    <-chan struct{} // closed when the node starts closing
+
+	rulesMu sync.Mutex // serialises Reload; guards cfg.Rules
 	wake   chan struct{}   // reschedules the tick loop, e.g. when peers change
 	wg     sync.WaitGroup
 
@@ -128,7 +133,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.self = counter.Incarnation{Node: cfg.Name, Boot: newBootID()}
 	n.metrics.Members.Store(1)
-	n.hash = rulesHash(cfg.Rules)
+	n.hash.Store(rulesHash(cfg.Rules))
 	replica, err := counter.NewReplica(counter.Config{Self: n.self, Rules: cfg.Rules, Start: n.now()})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %w", err)
@@ -211,11 +216,11 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 		n.server = srv
 	}
 	if hasStrict(n.cfg.Rules) {
-		g, err := newStrictGroup(ctx, n)
+		g, err := newStrictGroup(ctx, n, n.cfg.Rules)
 		if err != nil {
 			return err
 		}
-		n.strict = g
+		n.strictG.Store(g)
 	}
 	if n.cfg.BindAddr != "" {
 		m, err := newMembership(n)
@@ -233,18 +238,17 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 		m.join(joinCtx)
 		n.pullState(joinCtx)
 	}
-	if n.strict != nil {
+	n.loopCtx = loopCtx
+	if g := n.strictG.Load(); g != nil {
 		// Started once membership exists: the group finds its voters there.
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			n.strict.run(loopCtx)
+			g.run(loopCtx)
 		}()
-	}
-	if n.strict != nil {
 		waitCtx, cancel := context.WithTimeout(ctx, n.cfg.JoinTimeout)
 		defer cancel()
-		n.strict.waitLeader(waitCtx)
+		g.waitLeader(waitCtx)
 	}
 	n.wg.Add(1)
 	go n.tickLoop(loopCtx)
@@ -295,12 +299,12 @@ func (n *Node) Metrics() *Metrics { return n.metrics }
 // records them if admitted. A batched rule decides from this node's view and
 // never waits on the network.
 func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {
-	if n.strict != nil {
-		if r, ok := n.strict.rules[rule]; ok {
+	if g := n.strictG.Load(); g != nil {
+		if r, ok := (*g.rules.Load())[rule]; ok {
 			if err := n.replica.Check(rule, key, hits); err != nil {
 				return window.Decision{}, err
 			}
-			return n.strict.check(ctx, r, key, hits)
+			return g.check(ctx, r, key, hits)
 		}
 	}
 	return n.replica.Allow(n.now(), rule, key, hits)
@@ -325,7 +329,11 @@ func (n *Node) View(rule, key string) (own, view window.Counts, err error) {
 }
 
 // Rules returns the node's rules.
-func (n *Node) Rules() []window.Rule { return append([]window.Rule(nil), n.cfg.Rules...) }
+func (n *Node) Rules() []window.Rule {
+	n.rulesMu.Lock()
+	defer n.rulesMu.Unlock()
+	return append([]window.Rule(nil), n.cfg.Rules...)
+}
 
 // Close leaves the cluster, stops the node and releases everything it holds.
 // A node with a DataDir saves its counts first, so a restart keeps them.
@@ -342,8 +350,8 @@ func (n *Node) Close() error {
 		if n.server != nil {
 			n.server.stop(n.cfg.ShutdownTimeout)
 		}
-		if n.strict != nil {
-			n.strict.close()
+		if g := n.strictG.Load(); g != nil {
+			g.close()
 		}
 		if n.store != nil {
 			errs = append(errs, n.persist(), n.store.Close())
@@ -367,8 +375,8 @@ func (n *Node) Kill() {
 		if n.server != nil {
 			n.server.stop(0)
 		}
-		if n.strict != nil {
-			n.strict.close()
+		if g := n.strictG.Load(); g != nil {
+			g.close()
 		}
 		if n.store != nil {
 			n.store.Close()
@@ -395,6 +403,70 @@ func (n *Node) tickLoop(ctx context.Context) {
 		n.clock.reanchor()
 		n.peers.send(n.replica.Tick(n.now()))
 	}
+}
+
+// rulesHash identifies the node's current rule set.
+func (n *Node) rulesHash() uint64 { return n.hash.Load() }
+
+// Reload replaces the node's rules while it runs (the agent reloads its
+// config file on SIGHUP). A rule keeps the counts of its current windows when
+// its window length and type stay the same, whatever else changes: its
+// count, sync interval or allocation, or a move between batched and strict.
+// A rule turning strict brings its counts into the Raft log; a rule leaving
+// strict takes the log's counts back to every node's batched table. Reload
+// every node of a fleet: until the strict leader has reloaded, a rule it
+// does not know as strict answers strict checks by its fail_mode.
+func (n *Node) Reload(ctx context.Context, rules []window.Rule) error {
+	if len(rules) == 0 {
+		return errors.New("sluice: reload has no rules")
+	}
+	n.rulesMu.Lock()
+	defer n.rulesMu.Unlock()
+	now := n.now()
+	if err := n.replica.SetRules(rules, now); err != nil {
+		return fmt.Errorf("sluice: reload: %w", err)
+	}
+	g := n.strictG.Load()
+	if g == nil && hasStrict(rules) {
+		started, err := n.startStrict(ctx, rules)
+		if err != nil {
+			return fmt.Errorf("sluice: reload: %w", err)
+		}
+		g = started
+	} else if g != nil {
+		if err := g.setRules(rules, now); err != nil {
+			return err
+		}
+	}
+	n.cfg.Rules = append([]window.Rule(nil), rules...)
+	n.hash.Store(rulesHash(rules))
+	if n.members != nil {
+		if err := n.members.updateMeta(); err != nil {
+			n.log.Warn("gossiping the new rules", "err", err)
+		}
+	}
+	if g != nil && g.raft.State() == raft.Leader {
+		g.syncRules(ctx)
+	}
+	n.rescheduleTicks()
+	n.log.Info("rules reloaded", "rules", len(rules))
+	return nil
+}
+
+// startStrict starts the strict group when a reload brings the first strict
+// rule.
+func (n *Node) startStrict(ctx context.Context, rules []window.Rule) (*strictGroup, error) {
+	g, err := newStrictGroup(ctx, n, rules)
+	if err != nil {
+		return nil, err
+	}
+	n.strictG.Store(g)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		g.run(n.loopCtx)
+	}()
+	return g, nil
 }
 
 // rescheduleTicks makes the tick loop recompute when its next round is due.

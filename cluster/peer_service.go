@@ -134,7 +134,7 @@ func splitDelta(d *counter.Delta, max int) []*counter.Delta {
 func (s *peerService) Members(ctx context.Context, _ *sluicev1.MembersRequest) (*sluicev1.MembersResponse, error) {
 	n := s.node
 	self := &sluicev1.Member{Name: n.cfg.Name, State: "alive", GrpcAddr: n.GRPCAddr(), Boot: n.self.Boot,
-		RulesHash: n.hash, RulesMatch: true, Self: true, GossipAddr: n.GossipAddr()}
+		RulesHash: n.rulesHash(), RulesMatch: true, Self: true, GossipAddr: n.GossipAddr()}
 	resp := &sluicev1.MembersResponse{Members: []*sluicev1.Member{self}}
 	if n.members == nil {
 		return resp, nil
@@ -146,7 +146,7 @@ func (s *peerService) Members(ctx context.Context, _ *sluicev1.MembersRequest) (
 		mem := &sluicev1.Member{Name: m.Name, State: stateName(m.State),
 			GossipAddr: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port)))}
 		if meta, err := decodeMeta(m.Meta); err == nil {
-			mem.GrpcAddr, mem.Boot, mem.RulesHash, mem.RulesMatch = meta.grpcAddr, meta.boot, meta.rulesHash, meta.rulesHash == n.hash
+			mem.GrpcAddr, mem.Boot, mem.RulesHash, mem.RulesMatch = meta.grpcAddr, meta.boot, meta.rulesHash, meta.rulesHash == n.rulesHash()
 		}
 		resp.Members = append(resp.Members, mem)
 	}

@@ -123,7 +123,21 @@ func (ps *peerSet) send(out []counter.Outbound) {
 	}
 }
 
-// any returns the live peers, for pulling state.
+// broadcast sends d to every live peer, waiting for room in a slow peer's
+// queue until ctx ends: it is for one-off messages that no later round
+// repeats, such as counts a rule brings back from strict mode.
+func (ps *peerSet) broadcast(ctx context.Context, d *counter.Delta) {
+	msg := encodeDelta(d)
+	for _, p := range ps.list() {
+		select {
+		case p.queue <- msg:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// list returns the live peers.
 func (ps *peerSet) list() []*peer {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()

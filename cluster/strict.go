@@ -60,7 +60,9 @@ type strictGroup struct {
 	addr    string // the Raft address peers dial
 
 	backstop *counter.Replica // fail_mode local: this node alone
-	rules    map[string]window.Rule
+	// rules are the strict rules of this node's configuration, by name;
+	// the leader brings the log's rules in line with its own (syncRules).
+	rules atomic.Pointer[map[string]window.Rule]
 
 	nextID atomic.Uint64
 	lead   chan *strictPending // checks for the log, while leading
@@ -81,18 +83,27 @@ type strictOutcome struct {
 	err error
 }
 
-func newStrictGroup(ctx context.Context, n *Node) (*strictGroup, error) {
-	var strict []window.Rule
-	rules := map[string]window.Rule{}
-	for _, r := range n.cfg.Rules {
+// strictRules returns the strict rules among rules, in order and by name.
+func strictRules(rules []window.Rule) ([]window.Rule, map[string]window.Rule) {
+	var list []window.Rule
+	byName := map[string]window.Rule{}
+	for _, r := range rules {
 		if r.IsStrict() {
-			strict = append(strict, r)
-			rules[r.Name] = r
+			list = append(list, r)
+			byName[r.Name] = r
 		}
 	}
-	g := &strictGroup{n: n, rules: rules, deadSeen: map[raft.ServerID]time.Time{},
+	return list, byName
+}
+
+func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictGroup, error) {
+	strict, byName := strictRules(rules)
+	g := &strictGroup{n: n, deadSeen: map[raft.ServerID]time.Time{},
 		lead: make(chan *strictPending, strictMaxBatch), fwd: make(chan *strictPending, strictMaxBatch)}
-	fsm, err := newStrictFSM(strict)
+	g.rules.Store(&byName)
+	// The state machine starts with no rules: every replica learns them from
+	// the log, where the leader writes its own (syncRules).
+	fsm, err := newStrictFSM(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -212,10 +223,8 @@ func (g *strictGroup) run(ctx context.Context) {
 	wg.Add(2)
 	go func() { defer wg.Done(); g.batchLoop(ctx) }()
 	go func() { defer wg.Done(); g.forwardLoop(ctx) }()
-	if g.n.members != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); g.reconcileLoop(ctx) }()
-	}
+	wg.Add(1)
+	go func() { defer wg.Done(); g.reconcileLoop(ctx) }()
 	wg.Wait()
 }
 
@@ -233,11 +242,12 @@ func (g *strictGroup) close() {
 	}
 }
 
-// waitLeader returns once the group has a leader, or ctx ends; a node
-// should not serve strict checks before it can reach one.
+// waitLeader returns once the group has a leader and, on a voter, once the
+// log holds this node's strict rules; or when ctx ends. A node should not
+// serve strict checks before it can reach a leader that knows them.
 func (g *strictGroup) waitLeader(ctx context.Context) {
 	for {
-		if addr, _ := g.raft.LeaderWithID(); addr != "" {
+		if addr, _ := g.raft.LeaderWithID(); addr != "" && (!g.isVoter() || g.fsm.hasRules(*g.rules.Load())) {
 			return
 		}
 		select {
@@ -247,6 +257,20 @@ func (g *strictGroup) waitLeader(ctx context.Context) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// isVoter reports whether this node votes in the group.
+func (g *strictGroup) isVoter() bool {
+	cf := g.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	for _, s := range cf.Configuration().Servers {
+		if s.ID == raft.ServerID(g.n.cfg.Name) {
+			return true
+		}
+	}
+	return false
 }
 
 // check decides one strict check: through the log when a leader is
@@ -300,6 +324,11 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 		}
 		switch {
 		case out.err == nil:
+			if strings.HasPrefix(out.d.GetError(), counter.ErrUnknownRule.Error()) {
+				// The log does not know the rule yet: the leader has not
+				// taken this node's configuration. Answer as without a leader.
+				return withoutTime(g.failMode(rule, key, hits))
+			}
 			d, err := fromStrict(out.d)
 			return d, out.d.GetDecidedAt(), err
 		case errors.Is(out.err, errNoLeader):
@@ -570,9 +599,10 @@ func (g *strictGroup) leaderHandle(ctx context.Context, req *sluicev1.ForwardReq
 	return nil, status.Error(codes.Unavailable, unknownMessage)
 }
 
-// reconcileLoop keeps, while this node leads, the voter set at the
-// configured size from live members, replacing voters that stay dead; and,
-// while no group exists, lets the lowest-named member bootstrap one.
+// reconcileLoop keeps, while this node leads, the log's rules in line with
+// the node's configuration and the voter set at the configured size from
+// live members, replacing voters that stay dead; and, while no group exists,
+// lets the lowest-named member bootstrap one.
 func (g *strictGroup) reconcileLoop(ctx context.Context) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -584,8 +614,11 @@ func (g *strictGroup) reconcileLoop(ctx context.Context) {
 		}
 		switch {
 		case g.raft.State() == raft.Leader:
-			g.reconcile()
-		default:
+			g.syncRules(ctx)
+			if g.n.members != nil {
+				g.reconcile()
+			}
+		case g.n.members != nil:
 			g.maybeBootstrap(ctx)
 		}
 	}

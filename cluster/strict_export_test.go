@@ -20,23 +20,23 @@ import (
 // of the decision (Unix nanoseconds; 0 unless the decision is PathStrict).
 // It takes the same steps as Allow: validate, then strictGroup.check.
 func (n *Node) allowAt(ctx context.Context, rule, key string, hits int64) (window.Decision, int64, error) {
-	if n.strict == nil {
+	if n.strictG.Load() == nil {
 		return window.Decision{}, 0, fmt.Errorf("%s has no strict rules", n.Name())
 	}
-	r, ok := n.strict.rules[rule]
+	r, ok := (*n.strictG.Load().rules.Load())[rule]
 	if !ok {
 		return window.Decision{}, 0, fmt.Errorf("%w %q is not strict", counter.ErrUnknownRule, rule)
 	}
 	if err := n.replica.Check(rule, key, hits); err != nil {
 		return window.Decision{}, 0, err
 	}
-	return n.strict.checkAt(ctx, r, key, hits)
+	return n.strictG.Load().checkAt(ctx, r, key, hits)
 }
 
 // strictCounts returns the strict state machine's counts of key under rule,
 // at the time of the last entry it applied, and that time.
 func (n *Node) strictCounts(rule, key string) (window.Counts, int64) {
-	f := n.strict.fsm
+	f := n.strictG.Load().fsm
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t := f.replica.Table(rule)
@@ -48,20 +48,20 @@ func (n *Node) strictCounts(rule, key string) (window.Counts, int64) {
 }
 
 // strictApplied returns the index of the last log entry the node applied.
-func (n *Node) strictApplied() uint64 { return n.strict.raft.AppliedIndex() }
+func (n *Node) strictApplied() uint64 { return n.strictG.Load().raft.AppliedIndex() }
 
 // isStrictLeader reports whether the node leads the strict group.
-func (n *Node) isStrictLeader() bool { return n.strict.raft.State() == raft.Leader }
+func (n *Node) isStrictLeader() bool { return n.strictG.Load().raft.State() == raft.Leader }
 
 // strictLeaderName returns the name of the leader this node knows, or "".
 func (n *Node) strictLeaderName() string {
-	_, id := n.strict.raft.LeaderWithID()
+	_, id := n.strictG.Load().raft.LeaderWithID()
 	return string(id)
 }
 
 // strictVoters returns the voters of the group as this node sees them.
 func (n *Node) strictVoters() int {
-	cf := n.strict.raft.GetConfiguration()
+	cf := n.strictG.Load().raft.GetConfiguration()
 	if cf.Error() != nil {
 		return 0
 	}
@@ -137,7 +137,7 @@ func waitStrictGroup(t testing.TB, nodes []*Node, within time.Duration) *Node {
 // strictLog returns the entries of the node's strict log, from the first
 // through the last it applied. The log must not have been compacted.
 func (n *Node) strictLog() ([]*raft.Log, error) {
-	first, err := n.strict.logs.FirstIndex()
+	first, err := n.strictG.Load().logs.FirstIndex()
 	if err != nil {
 		return nil, err
 	}
@@ -145,9 +145,9 @@ func (n *Node) strictLog() ([]*raft.Log, error) {
 		return nil, fmt.Errorf("%s's strict log starts at %d: compacted", n.Name(), first)
 	}
 	var logs []*raft.Log
-	for i := max(first, 1); i <= n.strict.raft.AppliedIndex(); i++ {
+	for i := max(first, 1); i <= n.strictG.Load().raft.AppliedIndex(); i++ {
 		l := new(raft.Log)
-		if err := n.strict.logs.GetLog(i, l); err != nil {
+		if err := n.strictG.Load().logs.GetLog(i, l); err != nil {
 			return nil, fmt.Errorf("%s's strict log entry %d: %w", n.Name(), i, err)
 		}
 		logs = append(logs, l)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"google.golang.org/grpc/connectivity"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -138,9 +139,9 @@ func TestStrictFailover(t *testing.T) {
 		if newLeader == nil {
 			return false
 		}
-		last := newLeader.strict.raft.LastIndex()
+		last := newLeader.strictG.Load().raft.LastIndex()
 		for _, nd := range survivors {
-			if nd.strictApplied() != last || len(nd.strict.lead) > 0 || len(nd.strict.fwd) > 0 {
+			if nd.strictApplied() != last || len(nd.strictG.Load().lead) > 0 || len(nd.strictG.Load().fwd) > 0 {
 				return false
 			}
 		}
@@ -335,6 +336,13 @@ func TestStrictFailModesRightAfterLeaderDies(t *testing.T) {
 		}
 		nd.Kill()
 	}
+	// A call already on its way over the dead leader's connection cannot
+	// know whether it was appended: wait until the connection is seen down,
+	// as it is for every check after the first moments.
+	waitFor(t, 5*time.Second, "the survivor sees the leader's connection down", func() bool {
+		p := survivor.peers.byName(leader.Name())
+		return p == nil || p.conn.GetState() != connectivity.Ready
+	})
 	if survivor.strictLeaderName() != leader.Name() {
 		t.Skip("the survivor noticed the leader's death before the checks; nothing to show")
 	}

@@ -113,11 +113,32 @@ func (f *strictFSM) reconfigure(b *sluicev1.StrictBatch) {
 	}
 }
 
-// hasRule reports whether the state machine decides rule.
-func (f *strictFSM) hasRule(rule string) bool {
+// hasRules reports whether the state machine decides every rule of rules,
+// as they are.
+func (f *strictFSM) hasRules(rules map[string]window.Rule) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.replica.Table(rule) != nil
+	for name, r := range rules {
+		t := f.replica.Table(name)
+		if t == nil || t.Rule() != r {
+			return false
+		}
+	}
+	return true
+}
+
+// ruleList returns the rules the state machine decides.
+func (f *strictFSM) ruleList() []window.Rule {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]window.Rule(nil), f.rules...)
+}
+
+// time returns the time of the last applied entry.
+func (f *strictFSM) time() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
 }
 
 // snapshotRules returns the counts the state machine holds for rules.

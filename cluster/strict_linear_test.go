@@ -99,7 +99,7 @@ func waitApplied(t *testing.T, nodes []*Node) {
 		if leader == nil {
 			return false
 		}
-		last := leader.strict.raft.LastIndex()
+		last := leader.strictG.Load().raft.LastIndex()
 		for _, nd := range nodes {
 			if nd.strictApplied() != last {
 				return false
@@ -164,7 +164,7 @@ func TestStrictLinearizable(t *testing.T) {
 func currentTerm(nodes []*Node) int {
 	term := uint64(0)
 	for _, nd := range nodes {
-		term = max(term, nd.strict.raft.CurrentTerm())
+		term = max(term, nd.strictG.Load().raft.CurrentTerm())
 	}
 	return int(term)
 }

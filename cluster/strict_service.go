@@ -21,7 +21,7 @@ const maxForward = strictMaxBatch
 
 // Forward decides forwarded checks if this node leads the strict group.
 func (s *strictService) Forward(ctx context.Context, req *sluicev1.ForwardRequest) (*sluicev1.ForwardResponse, error) {
-	g := s.node.strict
+	g := s.node.strictG.Load()
 	if g == nil {
 		return nil, status.Error(codes.FailedPrecondition, noLeaderMessage)
 	}

@@ -52,7 +52,7 @@ func TestStrictClusterIsExact(t *testing.T) {
 	cl := startCluster(t, 3, []window.Rule{rule}, nil)
 	waitFor(t, 10*time.Second, "three strict voters", func() bool {
 		cf := leaderOf(cl)
-		return cf != nil && len(cf.strict.raft.GetConfiguration().Configuration().Servers) == 3
+		return cf != nil && len(cf.strictG.Load().raft.GetConfiguration().Configuration().Servers) == 3
 	})
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -83,7 +83,7 @@ func TestStrictClusterIsExact(t *testing.T) {
 // leaderOf returns the node that leads the strict group, or nil.
 func leaderOf(nodes []*Node) *Node {
 	for _, n := range nodes {
-		if n.strict != nil && n.strict.raft.State() == 2 { // raft.Leader
+		if n.strictG.Load() != nil && n.strictG.Load().raft.State() == 2 { // raft.Leader
 			return n
 		}
 	}

@@ -11,8 +11,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/cluster"
@@ -117,11 +120,21 @@ func agentMain(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 		ready(a)
 	}
 
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down", "reason", context.Cause(ctx))
-	case <-a.Done():
-		log.Error("HTTP server stopped serving; shutting down", "err", a.Err())
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+serve:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down", "reason", context.Cause(ctx))
+			break serve
+		case <-a.Done():
+			log.Error("HTTP server stopped serving; shutting down", "err", a.Err())
+			break serve
+		case <-hup:
+			a.reload(ctx, f.Path, log)
+		}
 	}
 	if err := a.Stop(); err != nil {
 		return err
@@ -458,4 +471,29 @@ func operatorHandler(node *cluster.Node) http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// reload re-reads the rules of the config file and gives them to the node
+// (SIGHUP). Only the rules change; other settings need a restart. A file that
+// does not parse leaves the running rules alone.
+func (a *agent) reload(ctx context.Context, path string, log *slog.Logger) {
+	if path == "" || path == defaultConfigName {
+		log.Warn("SIGHUP: the agent runs on built-in rules; there is no file to reload")
+		return
+	}
+	file, err := cluster.LoadConfigFile(path)
+	if err != nil {
+		log.Error("SIGHUP: config not reloaded", "err", err)
+		return
+	}
+	rules, err := file.NodeRules()
+	if err != nil {
+		log.Error("SIGHUP: config not reloaded", "err", err)
+		return
+	}
+	if err := a.node.Reload(ctx, rules); err != nil {
+		log.Error("SIGHUP: rules not reloaded", "err", err)
+		return
+	}
+	log.Info("SIGHUP: rules reloaded", "config", path, "rules", len(rules))
 }

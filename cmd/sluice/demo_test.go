@@ -60,7 +60,7 @@ func TestDemoUsageErrors(t *testing.T) {
 		{"too many nodes", []string{"--nodes", "100"}, "sluice demo: --nodes must be in [1, 64] for an in-process cluster, got 100\n"},
 		{"bad rate", []string{"--rate", "0"}, "sluice demo: rate must be in (0, 1e7] requests/s, got 0\n"},
 		{"bad limit", []string{"--limit", "0"}, "sluice demo: --limit: "},
-		{"strict", []string{"--sync", "-1ns"}, "sluice demo: --sync: strict rules are not supported by this build yet\n"},
+		{"strict", []string{"--sync", "-1ns"}, "sluice demo: --sync must be > 0: the demo compares the batched allocation policies\n"},
 		{"sync past window", []string{"--sync", "1s"}, "sluice demo: --sync: "},
 		{"stray", []string{"x"}, "sluice demo: unexpected argument \"x\"\n"},
 	}
