@@ -92,9 +92,9 @@ type Node struct {
 	replica *counter.Replica
 	metrics *Metrics
 
-	store   *store.Store // nil without DataDir
-	server  *server      // nil without GRPCAddr
-	members *membership  // nil without BindAddr
+	store   *store.Store                // nil without DataDir
+	server  *server                     // nil without GRPCAddr
+	members *membership                 // nil without BindAddr
 	strictG atomic.Pointer[strictGroup] // nil until the node has a strict rule
 	peers   *peerSet
 
@@ -102,9 +102,9 @@ type Node struct {
 	loopCtx context.Context // lives until Close; owns the node's loops
 	done    <-chan struct{} // closed when the node starts closing
 
-	rulesMu sync.Mutex // serialises Reload; guards cfg.Rules
-	wake   chan struct{}   // reschedules the tick loop, e.g. when peers change
-	wg     sync.WaitGroup
+	rulesMu sync.Mutex    // serialises Reload; guards cfg.Rules
+	wake    chan struct{} // reschedules the tick loop, e.g. when peers change
+	wg      sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error
