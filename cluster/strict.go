@@ -376,16 +376,19 @@ func (g *strictGroup) failMode(rule window.Rule, key string, hits int64) (window
 
 // batchLoop packs the checks that arrive while earlier entries are in
 // flight into the next log entry: group commit.
-func (g *strictGroup) batchLoop(ctx context.Context) {
+func (g *strictGroup) batchLoop(ctx context.Context) { pump(ctx, g.lead, g.commit) }
+
+// pump hands the checks queued on q to send in batches: whatever has queued
+// by the time one of strictInFlight sends is free goes in the next one. When
+// ctx ends it answers what is still queued as never appended.
+func pump(ctx context.Context, q chan *strictPending, send func([]*strictPending)) {
 	slots := make(chan struct{}, strictInFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	// A closing node answers what is still queued: nothing of it was
-	// appended.
 	defer func() {
 		for {
 			select {
-			case p := <-g.lead:
+			case p := <-q:
 				p.done <- strictOutcome{err: errNoLeader}
 			default:
 				return
@@ -397,7 +400,7 @@ func (g *strictGroup) batchLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case first = <-g.lead:
+		case first = <-q:
 		}
 		select {
 		case slots <- struct{}{}:
@@ -405,12 +408,12 @@ func (g *strictGroup) batchLoop(ctx context.Context) {
 			first.done <- strictOutcome{err: errNoLeader}
 			return
 		}
-		batch := drain(first, g.lead)
+		batch := drain(first, q)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			g.commit(batch)
+			send(batch)
 		}()
 	}
 }
@@ -471,40 +474,7 @@ func failAll(batch []*strictPending, err error) {
 // forwardLoop sends the checks of a following node to the leader, as many
 // per call as are waiting.
 func (g *strictGroup) forwardLoop(ctx context.Context) {
-	slots := make(chan struct{}, strictInFlight)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer func() {
-		for {
-			select {
-			case p := <-g.fwd:
-				p.done <- strictOutcome{err: errNoLeader}
-			default:
-				return
-			}
-		}
-	}()
-	for {
-		var first *strictPending
-		select {
-		case <-ctx.Done():
-			return
-		case first = <-g.fwd:
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			first.done <- strictOutcome{err: errNoLeader}
-			return
-		}
-		batch := drain(first, g.fwd)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			g.forward(ctx, batch)
-		}()
-	}
+	pump(ctx, g.fwd, func(batch []*strictPending) { g.forward(ctx, batch) })
 }
 
 // forward asks the leader to decide a batch.

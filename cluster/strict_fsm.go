@@ -145,15 +145,7 @@ func (f *strictFSM) time() int64 {
 func (f *strictFSM) snapshotRules(rules map[string]bool) *counter.Delta {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	snap := f.replica.Snapshot(f.now)
-	kept := snap.Rules[:0]
-	for _, rd := range snap.Rules {
-		if rules[rd.Rule] {
-			kept = append(kept, rd)
-		}
-	}
-	snap.Rules = kept
-	return snap
+	return onlyRules(f.replica.Snapshot(f.now), rules)
 }
 
 func strictDecision(id uint64, d window.Decision, at int64, err error) *sluicev1.StrictDecision {
