@@ -27,6 +27,46 @@ type membership struct {
 
 	metaMu sync.Mutex
 	meta   []byte
+
+	// known holds copies of the members memberlist told of. Its own member
+	// list hands out nodes it goes on writing to, so they are copied in the
+	// event callbacks, which memberlist runs under its lock.
+	knownMu sync.Mutex
+	known   map[string]memberCopy
+}
+
+// memberCopy is what the node keeps of a member.
+type memberCopy struct {
+	name   string
+	gossip string
+	meta   []byte
+	state  memberlist.NodeStateType
+}
+
+func (m *membership) remember(n *memberlist.Node) {
+	c := memberCopy{name: n.Name, gossip: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
+		meta: append([]byte(nil), n.Meta...), state: n.State}
+	m.knownMu.Lock()
+	m.known[n.Name] = c
+	m.knownMu.Unlock()
+}
+
+func (m *membership) forget(n *memberlist.Node) {
+	m.knownMu.Lock()
+	delete(m.known, n.Name)
+	m.knownMu.Unlock()
+}
+
+// members returns copies of the members known to be alive, this node among
+// them.
+func (m *membership) members() []memberCopy {
+	m.knownMu.Lock()
+	defer m.knownMu.Unlock()
+	out := make([]memberCopy, 0, len(m.known))
+	for _, c := range m.known {
+		out = append(out, c)
+	}
+	return out
 }
 
 // setMeta encodes the node's current metadata for gossip.
@@ -55,7 +95,7 @@ func (m *membership) updateMeta() error {
 }
 
 func newMembership(n *Node) (*membership, error) {
-	m := &membership{n: n, changed: make(chan struct{}, 1)}
+	m := &membership{n: n, changed: make(chan struct{}, 1), known: map[string]memberCopy{}}
 	grpcAddr := n.cfg.GRPCAdvertiseAddr
 	if grpcAddr == "" {
 		grpcAddr = n.server.addr()
@@ -196,20 +236,20 @@ func (m *membership) run(ctx context.Context) {
 func (m *membership) refresh() {
 	var live []peerInfo
 	drift, total := 0, 0
-	for _, node := range m.ml.Members() {
-		if node.Name == m.n.cfg.Name {
+	for _, node := range m.members() {
+		if node.name == m.n.cfg.Name {
 			continue
 		}
-		meta, err := decodeMeta(node.Meta)
+		meta, err := decodeMeta(node.meta)
 		if err != nil {
-			m.n.log.Warn("ignoring a member with bad metadata", "member", node.Name, "err", err)
+			m.n.log.Warn("ignoring a member with bad metadata", "member", node.name, "err", err)
 			continue
 		}
 		total++
 		if meta.rulesHash != m.n.rulesHash() {
 			drift++
 		}
-		live = append(live, peerInfo{name: node.Name, boot: meta.boot, grpcAddr: meta.grpcAddr, raftAddr: meta.raftAddr})
+		live = append(live, peerInfo{name: node.name, boot: meta.boot, grpcAddr: meta.grpcAddr, raftAddr: meta.raftAddr})
 	}
 	m.n.metrics.Members.Store(int64(total + 1))
 	m.n.metrics.DriftedMembers.Store(int64(drift))
@@ -270,14 +310,15 @@ func (m *membership) MergeRemoteState(buf []byte, join bool) {}
 
 // memberlist.EventDelegate: every change triggers a refresh.
 
-// NotifyJoin signals a new member.
-func (m *membership) NotifyJoin(*memberlist.Node) { m.signal() }
+// NotifyJoin records a new member.
+func (m *membership) NotifyJoin(n *memberlist.Node) { m.remember(n); m.signal() }
 
-// NotifyLeave signals a member that left or died.
-func (m *membership) NotifyLeave(*memberlist.Node) { m.signal() }
+// NotifyLeave forgets a member that left or died.
+func (m *membership) NotifyLeave(n *memberlist.Node) { m.forget(n); m.signal() }
 
-// NotifyUpdate signals a member whose metadata changed (a restart).
-func (m *membership) NotifyUpdate(*memberlist.Node) { m.signal() }
+// NotifyUpdate records a member whose metadata changed (new rules, a
+// restart).
+func (m *membership) NotifyUpdate(n *memberlist.Node) { m.remember(n); m.signal() }
 
 // levelLog turns a library's log lines ("[LEVEL] …", as memberlist and
 // hclog write them) into slog records.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
-	"strconv"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -139,13 +137,12 @@ func (s *peerService) Members(ctx context.Context, _ *sluicev1.MembersRequest) (
 	if n.members == nil {
 		return resp, nil
 	}
-	for _, m := range n.members.ml.Members() {
-		if m.Name == n.cfg.Name {
+	for _, m := range n.members.members() {
+		if m.name == n.cfg.Name {
 			continue
 		}
-		mem := &sluicev1.Member{Name: m.Name, State: stateName(m.State),
-			GossipAddr: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port)))}
-		if meta, err := decodeMeta(m.Meta); err == nil {
+		mem := &sluicev1.Member{Name: m.name, State: stateName(m.state), GossipAddr: m.gossip}
+		if meta, err := decodeMeta(m.meta); err == nil {
 			mem.GrpcAddr, mem.Boot, mem.RulesHash, mem.RulesMatch = meta.grpcAddr, meta.boot, meta.rulesHash, meta.rulesHash == n.rulesHash()
 		}
 		resp.Members = append(resp.Members, mem)

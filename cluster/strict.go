@@ -37,7 +37,9 @@ const (
 	defaultStrictTimeout = time.Second
 	// strictInFlight is how many log entries the leader keeps in flight;
 	// checks that arrive meanwhile wait for the next entry (group commit).
-	strictInFlight = 4
+	// One is best: fewer, larger entries cost less per check than more
+	// entries in flight save in waiting.
+	strictInFlight = 1
 	// strictMaxBatch bounds the checks in one log entry.
 	strictMaxBatch = 4096
 	// deadVoterGrace is how long a voter must stay dead before the leader
@@ -64,22 +66,41 @@ type strictGroup struct {
 	// the leader brings the log's rules in line with its own (syncRules).
 	rules atomic.Pointer[map[string]window.Rule]
 
-	nextID atomic.Uint64
-	lead   chan *strictPending // checks for the log, while leading
-	fwd    chan *strictPending // checks for the leader, while following
+	nextID     atomic.Uint64
+	leaderHint atomic.Value        // string: the leader a voter named, for a node that does not vote
+	lead       chan *strictPending // checks for the log, while leading
+	fwd        chan *strictPending // checks for the leader, while following
 
 	mu       sync.Mutex
 	deadSeen map[raft.ServerID]time.Time // voters not alive, since when
 }
 
-// strictPending is a check waiting for its decision.
+// strictPending is checks waiting for their decisions together: one check
+// of this node's, or a batch a follower forwarded, which then goes into one
+// log entry whole.
 type strictPending struct {
-	check *sluicev1.StrictCheck
-	done  chan strictOutcome // buffered: the decider never blocks
+	checks []*sluicev1.StrictCheck
+	done   chan strictOutcome // buffered: the decider never blocks
+	// state is pendingQueued until a batch takes it; a caller whose
+	// deadline passes first withdraws it, and then it is known unsent.
+	state atomic.Int32
 }
 
+const (
+	pendingQueued int32 = iota
+	pendingTaken
+	pendingWithdrawn
+)
+
+// take claims p for a batch; false if its caller has withdrawn it.
+func (p *strictPending) take() bool { return p.state.CompareAndSwap(pendingQueued, pendingTaken) }
+
+// withdraw takes p back before any batch took it; false if one did.
+func (p *strictPending) withdraw() bool { return p.state.CompareAndSwap(pendingQueued, pendingWithdrawn) }
+
+// strictOutcome is a decision per check, or why there are none.
 type strictOutcome struct {
-	d   *sluicev1.StrictDecision
+	ds  []*sluicev1.StrictDecision
 	err error
 }
 
@@ -153,7 +174,14 @@ func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictG
 			return nil, err
 		}
 	}
-	r, err := raft.NewRaft(rc, fsm, g.logs, g.logs, snaps, g.trans)
+	// The leader reads back every entry it just wrote to replicate it: a
+	// cache in front of the store saves those reads.
+	cached, err := raft.NewLogCache(1024, g.logs)
+	if err != nil {
+		g.close()
+		return nil, fmt.Errorf("sluice: strict log cache: %w", err)
+	}
+	r, err := raft.NewRaft(rc, fsm, cached, g.logs, snaps, g.trans)
 	if err != nil {
 		g.close()
 		return nil, fmt.Errorf("sluice: strict raft: %w", err)
@@ -290,14 +318,14 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 		defer cancel()
 	}
 	p := &strictPending{
-		check: &sluicev1.StrictCheck{Id: g.n.self.Boot ^ g.nextID.Add(1), Rule: rule.Name, Key: key, Hits: hits},
-		done:  make(chan strictOutcome, 1),
+		checks: []*sluicev1.StrictCheck{{Id: g.n.self.Boot ^ g.nextID.Add(1), Rule: rule.Name, Key: key, Hits: hits}},
+		done:   make(chan strictOutcome, 1),
 	}
 	for {
 		q := g.fwd
 		if g.raft.State() == raft.Leader {
 			q = g.lead
-		} else if addr, _ := g.raft.LeaderWithID(); addr == "" {
+		} else if g.leader(ctx) == "" {
 			// No leader known: wait a little for an election, then fail over.
 			select {
 			case <-ctx.Done():
@@ -315,6 +343,10 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 		select {
 		case out = <-p.done:
 		case <-ctx.Done():
+			if p.withdraw() {
+				// Still queued: it was never sent, so the fail mode answers.
+				return withoutTime(g.failMode(rule, key, hits))
+			}
 			// An answer may have arrived together with the deadline.
 			select {
 			case out = <-p.done:
@@ -324,13 +356,14 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 		}
 		switch {
 		case out.err == nil:
-			if strings.HasPrefix(out.d.GetError(), counter.ErrUnknownRule.Error()) {
+			sd := out.ds[0]
+			if strings.HasPrefix(sd.GetError(), counter.ErrUnknownRule.Error()) {
 				// The log does not know the rule yet: the leader has not
 				// taken this node's configuration. Answer as without a leader.
 				return withoutTime(g.failMode(rule, key, hits))
 			}
-			d, err := fromStrict(out.d)
-			return d, out.d.GetDecidedAt(), err
+			d, err := fromStrict(sd)
+			return d, sd.GetDecidedAt(), err
 		case errors.Is(out.err, errNoLeader):
 			// Nothing was appended: try again shortly, or fail over at the
 			// deadline.
@@ -340,6 +373,7 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 			case <-time.After(20 * time.Millisecond):
 			}
 			p.done = make(chan strictOutcome, 1)
+			p.state.Store(pendingQueued)
 			continue
 		}
 		return window.Decision{}, 0, out.err
@@ -389,7 +423,9 @@ func pump(ctx context.Context, q chan *strictPending, send func([]*strictPending
 		for {
 			select {
 			case p := <-q:
-				p.done <- strictOutcome{err: errNoLeader}
+				if p.take() {
+					p.done <- strictOutcome{err: errNoLeader}
+				}
 			default:
 				return
 			}
@@ -405,8 +441,14 @@ func pump(ctx context.Context, q chan *strictPending, send func([]*strictPending
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			first.done <- strictOutcome{err: errNoLeader}
+			if first.take() {
+				first.done <- strictOutcome{err: errNoLeader}
+			}
 			return
+		}
+		if !first.take() {
+			<-slots // withdrawn by its caller
+			continue
 		}
 		batch := drain(first, q)
 		wg.Add(1)
@@ -418,13 +460,16 @@ func pump(ctx context.Context, q chan *strictPending, send func([]*strictPending
 	}
 }
 
-// drain takes first and whatever else is already queued, up to a batch.
+// drain takes first and whatever else is already queued, up to a batch of
+// checks (a forwarded batch is never split).
 func drain(first *strictPending, q chan *strictPending) []*strictPending {
-	batch := []*strictPending{first}
-	for len(batch) < strictMaxBatch {
+	batch, n := []*strictPending{first}, len(first.checks)
+	for n < strictMaxBatch {
 		select {
 		case p := <-q:
-			batch = append(batch, p)
+			if p.take() {
+				batch, n = append(batch, p), n+len(p.checks)
+			}
 		default:
 			return batch
 		}
@@ -432,13 +477,28 @@ func drain(first *strictPending, q chan *strictPending) []*strictPending {
 	return batch
 }
 
+// checksOf lists the checks of a batch, in order.
+func checksOf(batch []*strictPending) []*sluicev1.StrictCheck {
+	var out []*sluicev1.StrictCheck
+	for _, p := range batch {
+		out = append(out, p.checks...)
+	}
+	return out
+}
+
+// answer hands each pending its share of decisions, which are in the order
+// of checksOf(batch).
+func answer(batch []*strictPending, ds []*sluicev1.StrictDecision) {
+	for _, p := range batch {
+		p.done <- strictOutcome{ds: ds[:len(p.checks):len(p.checks)]}
+		ds = ds[len(p.checks):]
+	}
+}
+
 // commit appends one entry and hands each check its decision.
 func (g *strictGroup) commit(batch []*strictPending) {
-	b := &sluicev1.StrictBatch{Now: g.n.now(), Checks: make([]*sluicev1.StrictCheck, len(batch))}
-	for i, p := range batch {
-		b.Checks[i] = p.check
-	}
-	data, err := proto.Marshal(b)
+	checks := checksOf(batch)
+	data, err := proto.Marshal(&sluicev1.StrictBatch{Now: g.n.now(), Checks: checks})
 	if err != nil {
 		failAll(batch, err)
 		return
@@ -454,15 +514,13 @@ func (g *strictGroup) commit(batch []*strictPending) {
 		return
 	}
 	res, ok := f.Response().(*strictResult)
-	if !ok || res.err != nil || len(res.decisions) != len(batch) {
+	if !ok || res.err != nil || len(res.decisions) != len(checks) {
 		failAll(batch, fmt.Errorf("sluice: strict entry %d was not decided", f.Index()))
 		return
 	}
 	g.n.metrics.StrictEntries.Add(1)
-	g.n.metrics.StrictChecks.Add(int64(len(batch)))
-	for i, p := range batch {
-		p.done <- strictOutcome{d: res.decisions[i]}
-	}
+	g.n.metrics.StrictChecks.Add(int64(len(checks)))
+	answer(batch, res.decisions)
 }
 
 func failAll(batch []*strictPending, err error) {
@@ -479,17 +537,15 @@ func (g *strictGroup) forwardLoop(ctx context.Context) {
 
 // forward asks the leader to decide a batch.
 func (g *strictGroup) forward(ctx context.Context, batch []*strictPending) {
-	_, id := g.raft.LeaderWithID()
-	p := g.n.peers.byName(string(id))
+	id := g.leader(ctx)
+	p := g.n.peers.byName(id)
 	if p == nil || p.conn.GetState() == connectivity.TransientFailure || p.conn.GetState() == connectivity.Shutdown {
 		// Not sent: the leader is unknown or cannot be reached.
+		g.leaderHint.Store("")
 		failAll(batch, errNoLeader)
 		return
 	}
-	req := &sluicev1.ForwardRequest{Checks: make([]*sluicev1.StrictCheck, len(batch))}
-	for i, q := range batch {
-		req.Checks[i] = q.check
-	}
+	req := &sluicev1.ForwardRequest{Checks: checksOf(batch)}
 	callCtx, cancel := context.WithTimeout(ctx, g.n.cfg.StrictTimeout)
 	defer cancel()
 	resp, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx, req)
@@ -498,20 +554,61 @@ func (g *strictGroup) forward(ctx context.Context, batch []*strictPending) {
 		// that never got a connection, makes a retry safe; a call that broke
 		// may have committed before it broke.
 		if s, ok := status.FromError(err); ok && (s.Code() == codes.FailedPrecondition || neverSent(s)) {
+			g.leaderHint.Store("")
 			failAll(batch, errNoLeader)
 			return
 		}
 		failAll(batch, fmt.Errorf("%w: forwarded to %s: %w", ErrOutcomeUnknown, id, err))
 		return
 	}
-	if len(resp.GetDecisions()) != len(batch) {
-		failAll(batch, fmt.Errorf("%w: %s answered %d of %d checks", ErrOutcomeUnknown, id, len(resp.GetDecisions()), len(batch)))
+	if len(resp.GetDecisions()) != len(req.Checks) {
+		failAll(batch, fmt.Errorf("%w: %s answered %d of %d checks", ErrOutcomeUnknown, id, len(resp.GetDecisions()), len(req.Checks)))
 		return
 	}
-	for i, q := range batch {
-		q.done <- strictOutcome{d: resp.GetDecisions()[i]}
-	}
+	answer(batch, resp.GetDecisions())
 }
+
+// leader names the strict leader: the one Raft knows of, or, on a node
+// that does not vote and so hears no heartbeats, the one a voter named.
+func (g *strictGroup) leader(ctx context.Context) string {
+	if _, id := g.raft.LeaderWithID(); id != "" {
+		return string(id)
+	}
+	if hint, _ := g.leaderHint.Load().(string); hint != "" {
+		return hint
+	}
+	if g.isVoter() {
+		return "" // an election is under way; wait for it
+	}
+	// Ask the members that take part: the leader answers an empty Forward,
+	// a follower names the leader.
+	for _, p := range g.n.peers.list() {
+		if p.info.raftAddr == "" {
+			continue
+		}
+		callCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		_, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx, &sluicev1.ForwardRequest{})
+		cancel()
+		if err == nil {
+			g.leaderHint.Store(p.info.name)
+			return p.info.name
+		}
+		if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition {
+			if name, ok := strings.CutPrefix(s.Message(), leaderIsPrefix); ok {
+				name = strings.Trim(name, `"`)
+				if name != "" && name != g.n.cfg.Name {
+					g.leaderHint.Store(name)
+					return name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// leaderIsPrefix starts the message of a follower's FAILED_PRECONDITION
+// answer; the leader's name follows, quoted.
+const leaderIsPrefix = "not the strict leader; the leader is "
 
 const unknownMessage = "outcome unknown"
 
@@ -521,48 +618,35 @@ func neverSent(s *status.Status) bool {
 	return s.Code() == codes.Unavailable && strings.Contains(s.Message(), "while dialing")
 }
 
-// leaderHandle decides forwarded checks while this node leads.
+// leaderHandle decides forwarded checks while this node leads, in one log
+// entry.
 func (g *strictGroup) leaderHandle(ctx context.Context, req *sluicev1.ForwardRequest) (*sluicev1.ForwardResponse, error) {
 	if g.raft.State() != raft.Leader {
 		_, id := g.raft.LeaderWithID()
-		return nil, status.Errorf(codes.FailedPrecondition, "not the strict leader; the leader is %q", id)
+		return nil, status.Errorf(codes.FailedPrecondition, leaderIsPrefix+"%q", id)
 	}
-	pend := make([]*strictPending, len(req.GetChecks()))
-	for i, c := range req.GetChecks() {
-		pend[i] = &strictPending{check: c, done: make(chan strictOutcome, 1)}
-		select {
-		case g.lead <- pend[i]:
-		case <-ctx.Done():
-			for _, p := range pend[:i] {
-				<-p.done
-			}
-			return nil, status.Error(codes.Unavailable, unknownMessage)
-		}
+	if len(req.GetChecks()) == 0 {
+		return &sluicev1.ForwardResponse{}, nil
 	}
-	resp := &sluicev1.ForwardResponse{Decisions: make([]*sluicev1.StrictDecision, len(pend))}
-	appended := false // some check of the request may have been committed
-	failed := false
-	for i, p := range pend {
-		var out strictOutcome
-		select {
-		case out = <-p.done:
-		case <-ctx.Done():
-			return nil, status.Error(codes.Unavailable, unknownMessage)
+	p := &strictPending{checks: req.GetChecks(), done: make(chan strictOutcome, 1)}
+	select {
+	case g.lead <- p:
+	case <-ctx.Done():
+		return nil, status.Error(codes.FailedPrecondition, "the leader is busy; nothing was appended")
+	}
+	var out strictOutcome
+	select {
+	case out = <-p.done:
+	case <-ctx.Done():
+		if p.withdraw() {
+			return nil, status.Error(codes.FailedPrecondition, "the leader is busy; nothing was appended")
 		}
-		switch {
-		case out.err == nil:
-			resp.Decisions[i] = out.d
-			appended = true
-		case errors.Is(out.err, errNoLeader):
-			failed = true
-		default:
-			failed, appended = true, true
-		}
+		return nil, status.Error(codes.Unavailable, unknownMessage)
 	}
 	switch {
-	case !failed:
-		return resp, nil
-	case !appended:
+	case out.err == nil:
+		return &sluicev1.ForwardResponse{Decisions: out.ds}, nil
+	case errors.Is(out.err, errNoLeader):
 		// Nothing of the request was appended: the caller may retry.
 		return nil, status.Error(codes.FailedPrecondition, "leadership moved")
 	}
@@ -705,7 +789,7 @@ func (g *strictGroup) maybeBootstrap(ctx context.Context) {
 	g.bootstrap()
 }
 
-const noLeaderMessage = `not the strict leader; the leader is ""`
+const noLeaderMessage = leaderIsPrefix + `""`
 
 // raftStream is raft's StreamLayer over a TCP listener.
 type raftStream struct {

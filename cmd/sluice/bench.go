@@ -47,7 +47,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprint(stdout, "usage: sluice bench SUBCOMMAND [flags]\n\n"+
 			"Runs N sluice nodes in this process, over loopback, in wall-clock time, and measures them.\n\nsubcommands:\n")
 		for _, n := range names {
-			fmt.Fprintf(stdout, "  %-9s %s\n", n, cmds[n].summary)
+			fmt.Fprintf(stdout, "  %-11s %s\n", n, cmds[n].summary)
 		}
 		fmt.Fprint(stdout, "\nRun 'sluice bench SUBCOMMAND -h' for its flags.\n")
 		return flag.ErrHelp
