@@ -96,7 +96,9 @@ const (
 func (p *strictPending) take() bool { return p.state.CompareAndSwap(pendingQueued, pendingTaken) }
 
 // withdraw takes p back before any batch took it; false if one did.
-func (p *strictPending) withdraw() bool { return p.state.CompareAndSwap(pendingQueued, pendingWithdrawn) }
+func (p *strictPending) withdraw() bool {
+	return p.state.CompareAndSwap(pendingQueued, pendingWithdrawn)
+}
 
 // strictOutcome is a decision per check, or why there are none.
 type strictOutcome struct {
