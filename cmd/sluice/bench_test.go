@@ -20,7 +20,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"no subcommand", []string{"bench"}, 2, "", "sluice bench: missing subcommand; one of: accuracy, throughput\nrun 'sluice bench -h' for usage\n"},
 		{"unknown subcommand", []string{"bench", "throughput!"}, 2, "", "sluice bench: unknown subcommand \"throughput!\"; one of: accuracy, throughput\n"},
 		{"help", []string{"bench", "-h"}, 0, "usage: sluice bench SUBCOMMAND", ""},
-		{"help via sluice help", []string{"help", "bench"}, 0, "  accuracy  run a `sluice sim` scenario", ""},
+		{"help via sluice help", []string{"help", "bench"}, 0, "  accuracy    run a `sluice sim` scenario", ""},
 		{"accuracy help", []string{"bench", "accuracy", "-h"}, 0, "usage: sluice bench accuracy", ""},
 		{"bad flag", []string{"bench", "accuracy", "--nope"}, 2, "", "sluice bench: flag provided but not defined: -nope\n"},
 		{"stray argument", []string{"bench", "accuracy", "x"}, 2, "", "sluice bench: unexpected argument \"x\"\n"},
