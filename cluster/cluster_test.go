@@ -40,10 +40,6 @@ func startCluster(t testing.TB, n int, rules []window.Rule, now func() int64) []
 	return nodes
 }
 
-func startMember(t testing.TB, name string, rules []window.Rule, seeds []*Node, gossipAddr string) *Node {
-	return startMemberClock(t, name, rules, seeds, gossipAddr, nil)
-}
-
 func startMemberClock(t testing.TB, name string, rules []window.Rule, seeds []*Node, gossipAddr string, now func() int64) *Node {
 	t.Helper()
 	if gossipAddr == "" {
