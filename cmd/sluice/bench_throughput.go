@@ -45,6 +45,7 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 	dataDir := fs.String("data-dir", "", "keep each node's state in a fresh subdirectory of this directory, on disk (strict: durable Raft log); removed after the run. Default: in memory")
 	seed := fs.Uint64("seed", d.Seed, "seed for the workers' key choices")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (warmup included) to this `FILE`, for go tool pprof")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -63,6 +64,13 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	if err := c.Validate(); err != nil {
 		return usageError{fmt.Errorf("--%w", err)}
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	res, err := bench.Throughput(ctx, c)
 	if res == nil {

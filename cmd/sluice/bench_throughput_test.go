@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -63,6 +65,14 @@ func TestBenchThroughputHelp(t *testing.T) {
 	}
 }
 
+func TestBenchThroughputProfileNotWritable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "no-such-dir", "cpu.prof")
+	code, stdout, stderr := runCmd(context.Background(), "bench", "throughput", "--cpuprofile", path)
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "--cpuprofile: ") || !strings.Contains(stderr, path) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and an error naming --cpuprofile and the path", code, stdout, stderr)
+	}
+}
+
 // The JSON fields other tools read are there, and the text is one block.
 func TestBenchThroughputOutput(t *testing.T) {
 	if testing.Short() {
@@ -88,9 +98,14 @@ func TestBenchThroughputOutput(t *testing.T) {
 		t.Errorf("decisions_per_s %v, want > 0", got["decisions_per_s"])
 	}
 
-	code, stdout, stderr = runCmd(context.Background(), args...)
+	profile := filepath.Join(t.TempDir(), "cpu.prof")
+	code, stdout, stderr = runCmd(context.Background(), append(args, "--cpuprofile", profile)...)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	// A pprof profile is gzipped protobuf.
+	if b, err := os.ReadFile(profile); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("--cpuprofile wrote %d bytes (err %v), want a gzipped profile", len(b), err)
 	}
 	for _, want := range []string{"sluice bench throughput: batched, 1 node, embedded, 2 workers", "decisions", "p99.9", "paths        local"} {
 		if !strings.Contains(stdout, want) {
