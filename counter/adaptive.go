@@ -16,9 +16,13 @@ import (
 // released since; or, for a peer not heard from in this window, what it may
 // spend before its first sync: its equal share of the limit or twice its
 // last known need per interval, whichever is smaller). The node claims a part
-// of that: at most twice its own need per interval, so that skewed and
-// shifting demand do not strand budget, and at least its equal share of one
-// interval's worth, so that a quiet key is not refused. It announces the
+// of that: an ample interval of its own need (twice the need, with room for
+// the ups and downs of arrivals), or, when more is unclaimed, a share of it
+// that blends its share of demand with an equal share, so that a node in a
+// lull is not starved by a busy one. When the stock cannot hold every node's
+// ample need, the margins above need shrink in proportion (and, when even
+// the needs do not fit, the needs), so that budget does not sit in the
+// claims of quiet nodes while busy ones refuse. The node announces the
 // claim, and until its next sync admits what the claim and its share of the
 // budget released meanwhile allow. Claims are subtracted by everyone else,
 // so nodes that sync in turn never hand the same budget out twice.
@@ -136,8 +140,11 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 		return float64(need) / float64(totalNeed)
 	}
 
-	// What every live peer may still spend before its next sync.
+	// What every live peer may still spend before its next sync. Each peer
+	// admits the floor of its share of released budget, so the shares are
+	// summed whole and rounded up once.
 	var outstanding int64
+	var released float64
 	for i := range x.peers {
 		p := &x.peers[i]
 		if !alive(p.inc) {
@@ -153,9 +160,10 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 			// Decay released since the peer announced is partly its own.
 			dt := float64(max(now-p.claimAt, 0)) / float64(t.rule.Window)
 			rel := float64(view.Prev) * min(dt, 1)
-			outstanding += int64(math.Ceil(shareOf(p.need) * rel))
+			released += shareOf(p.need) * rel
 		}
 	}
+	outstanding += int64(math.Ceil(released))
 	// Live peers that have never spoken of this key hold their equal share.
 	outstanding += int64(max(live-1-known, 0)) * presumed(count, live, 0, false)
 
@@ -164,7 +172,8 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	// plentiful a share of it that blends this node's share of demand with
 	// an equal share, so that a node in a lull is not starved by a busy one.
 	weight := (shareOf(a.need) + 1/float64(live)) / 2
-	claim := min(unclaimed, max(ample(a.need), int64(float64(max(unclaimed, 0))*weight)))
+	sc := scarcity(x, alive, a.need, live, count, headroom)
+	claim := min(unclaimed, max(sc.margin(a.need), int64(float64(max(unclaimed, 0))*weight)))
 
 	a.budget, a.spent = max(claim, 0), 0
 	a.synced, a.syncAt, a.syncWin, a.frozen, a.left = true, now, idx, view, headroom
@@ -208,4 +217,50 @@ func (adaptive) unpublished(*slot) int64 { return 0 }
 
 func (adaptive) announce(s *slot) (claim, need int64) {
 	return s.x.alloc.budget, s.x.alloc.announcedNeed
+}
+
+// scarce says how much of the nodes' ample needs a stock can hold.
+type scarce struct {
+	frac  float64 // of each margin above need that fits; 1 when plentiful
+	ratio float64 // of each need that fits; below 1 only when even the needs do not
+}
+
+// scarcity weighs the stock against the ample needs of every live node.
+// Margins above need only strand budget in the claims of nodes that do not
+// use it when the stock is short, so there they shrink in proportion until
+// the needs fit, and then the needs do.
+func scarcity(x *shared, alive func(uint32) bool, own int64, live int32, count, stock int64) scarce {
+	eq := max(count/int64(live), 1)
+	needs, amples, counted := own, ample(own), int32(1)
+	for i := range x.peers {
+		p := &x.peers[i]
+		if !alive(p.inc) {
+			continue
+		}
+		counted++
+		if p.heard {
+			needs, amples = needs+p.need, amples+ample(p.need)
+		} else {
+			needs, amples = needs+eq, amples+eq
+		}
+	}
+	// Live peers that have never spoken of the key hold their equal share.
+	rest := int64(max(live-counted, 0)) * eq
+	needs, amples = needs+rest, amples+rest
+	switch {
+	case amples <= stock:
+		return scarce{frac: 1, ratio: 1}
+	case needs <= stock:
+		return scarce{frac: float64(stock-needs) / float64(amples-needs), ratio: 1}
+	}
+	return scarce{ratio: float64(max(stock, 0)) / float64(needs)}
+}
+
+// margin is need with the part of its margin that fits; at least one, so
+// that a quiet key can still admit a request.
+func (s scarce) margin(need int64) int64 {
+	if s.ratio < 1 {
+		return max(int64(math.Ceil(s.ratio*float64(need))), 1)
+	}
+	return max(need+int64(math.Ceil(s.frac*float64(ample(need)-need))), 1)
 }
