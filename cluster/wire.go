@@ -14,6 +14,9 @@ import (
 const (
 	maxIncarnationsPerDelta = 1 << 16
 	maxCount                = uint64(1) << 62
+	// maxWindowSpan bounds how far apart a rule's windows in one delta may
+	// be: 2^40 windows of even 10 ms are centuries.
+	maxWindowSpan = uint64(1) << 40
 )
 
 // errBadDelta is wrapped by every error decodeDelta returns.
@@ -43,6 +46,10 @@ func encodeDelta(d *counter.Delta) *sluicev1.Delta {
 				Key: e.Key, WindowOffset: e.Window - base, Inc: e.Inc,
 				Admitted: uint64(max(e.Admitted, 0)), Demand: uint64(max(e.Demand, 0)),
 				Claim: uint64(max(e.Claim, 0)), Need: uint64(max(e.Need, 0)),
+			}
+			if e.Opens {
+				opening := uint64(max(e.Opening, 0))
+				wr.Entries[j].Opening = &opening
 			}
 		}
 		out.Rules[i] = wr
@@ -80,6 +87,7 @@ func decodeDelta(m *sluicev1.Delta) (*counter.Delta, error) {
 		}
 		rd := counter.RuleDelta{Rule: wr.GetRule(), Entries: make([]counter.Entry, len(wr.GetEntries()))}
 		base := wr.GetBaseWindow()
+		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 		for j, e := range wr.GetEntries() {
 			off := e.GetWindowOffset()
 			if off > 0 && base > math.MaxInt64-off || off < 0 && base < math.MinInt64-off {
@@ -92,10 +100,18 @@ func decodeDelta(m *sluicev1.Delta) (*counter.Delta, error) {
 				return nil, fmt.Errorf("%w from %q: rule %q key %q names incarnation %d of %d",
 					errBadDelta, from.Node, rd.Rule, e.GetKey(), e.GetInc(), len(d.Incarnations))
 			}
+			w := base + off
+			lo, hi = min(lo, w), max(hi, w)
+			// A rule's windows in one delta lie close together; a spread
+			// this wide could not be encoded again as offsets from one base.
+			if uint64(hi)-uint64(lo) > maxWindowSpan {
+				return nil, fmt.Errorf("%w from %q: rule %q key %q: windows span more than 2^40", errBadDelta, from.Node, rd.Rule, e.GetKey())
+			}
 			rd.Entries[j] = counter.Entry{
-				Key: e.GetKey(), Window: base + off, Inc: e.GetInc(),
+				Key: e.GetKey(), Window: w, Inc: e.GetInc(),
 				Admitted: int64(e.GetAdmitted()), Demand: int64(e.GetDemand()),
 				Claim: int64(e.GetClaim()), Need: int64(e.GetNeed()),
+				Opening: int64(e.GetOpening()), Opens: e.Opening != nil,
 			}
 		}
 		d.Rules = append(d.Rules, rd)
@@ -114,6 +130,8 @@ func overRange(e *sluicev1.Entry) (string, uint64) {
 		return "claim", e.GetClaim()
 	case e.GetNeed() > maxCount:
 		return "need", e.GetNeed()
+	case e.GetOpening() > maxCount:
+		return "opening", e.GetOpening()
 	}
 	return "", 0
 }

@@ -14,8 +14,9 @@ import (
 // view, less what every live peer may still spend before its own next sync
 // (the claim it announced, plus its share of what a sliding window has
 // released since; or, for a peer not heard from in this window, what it may
-// spend before its first sync: its equal share of the limit or twice its
-// last known need per interval, whichever is smaller). The node claims a part
+// spend before its first sync: the opening it announced for a fresh fixed
+// window, or else its equal share of the limit or twice its last known need
+// per interval, whichever is smaller). The node claims a part
 // of that: an ample interval of its own need (twice the need, with room for
 // the ups and downs of arrivals), or, when more is unclaimed, a share of it
 // that blends its share of demand with an equal share, so that a node in a
@@ -85,7 +86,11 @@ func (a *allocState) allowance(t *Table, own window.Counts, at moment) (spent, a
 		return a.spent, presumed(t.rule.Count, live, a.need, false)
 	case t.rule.Type == window.Fixed && at.idx != a.syncWin:
 		// A fixed window starts afresh; until this node's first sync in it,
-		// its presumed share of the new window.
+		// the opening it announced (the smaller of its last two, as a peer
+		// may not have the latest yet), or its presumed share.
+		if a.opens {
+			return own.Curr, min(a.opening, a.openingBefore)
+		}
 		return own.Curr, presumed(t.rule.Count, live, a.need, true)
 	case t.rule.Type == window.Sliding && at.idx == a.syncWin:
 		// Within the window of the last sync the previous window's count
@@ -152,7 +157,11 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 		}
 		known++
 		if !p.heard || fixed && p.claimWin != idx {
-			outstanding += presumed(count, live, p.need, p.heard)
+			if p.opens {
+				outstanding += p.opening
+			} else {
+				outstanding += presumed(count, live, p.need, p.heard)
+			}
 			continue
 		}
 		outstanding += p.claim
@@ -179,13 +188,23 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	a.synced, a.syncAt, a.syncWin, a.frozen, a.left = true, now, idx, view, headroom
 	a.share = shareOf(a.need)
 	a.releaseRate = a.share * float64(view.Prev) / float64(t.rule.Window)
-	// Announce a new claim, a need that moved by more than an eighth (tick
-	// jitter moves it by one every round), and at least once a window, so
-	// that peers can tell a quiet node that still holds the key from one that
-	// forgot it.
-	if a.budget != oldClaim || idx != oldWin || moved(oldNeed, a.need) {
+	// Announce a new claim or opening, a need that moved by more than an
+	// eighth (tick jitter moves it by one every round), and at least once a
+	// window, so that peers can tell a quiet node that still holds the key
+	// from one that forgot it.
+	opening := a.opening
+	if fixed {
+		opening = openingFor(x, alive, a.need, live, count)
+	}
+	if a.budget != oldClaim || idx != oldWin || moved(oldNeed, a.need) || opening != a.opening {
 		s.ver[1] = epoch
 		a.announcedNeed = a.need
+		if fixed {
+			a.openingBefore, a.opening = a.opening, opening
+			if !a.opens {
+				a.openingBefore, a.opens = opening, true
+			}
+		}
 	}
 }
 
@@ -215,8 +234,9 @@ func (adaptive) published(s *slot) [2]int64 { return s.own }
 
 func (adaptive) unpublished(*slot) int64 { return 0 }
 
-func (adaptive) announce(s *slot) (claim, need int64) {
-	return s.x.alloc.budget, s.x.alloc.announcedNeed
+func (adaptive) announce(s *slot) news {
+	a := &s.x.alloc
+	return news{claim: a.budget, need: a.announcedNeed, opening: a.opening, opens: a.opens}
 }
 
 // scarce says how much of the nodes' ample needs a stock can hold.
@@ -263,4 +283,28 @@ func (s scarce) margin(need int64) int64 {
 		return max(int64(math.Ceil(s.ratio*float64(need))), 1)
 	}
 	return max(need+int64(math.Ceil(s.frac*float64(ample(need)-need))), 1)
+}
+
+// openingFor is what a node with need may spend in a fresh fixed window
+// before its first sync there: its ample need, or as much of it as fits
+// the whole count beside every live node's, and no more than its peers
+// have left of the count by what they said they would take.
+func openingFor(x *shared, alive func(uint32) bool, need int64, live int32, count int64) int64 {
+	eq := max(count/int64(live), 1)
+	held, counted := int64(0), int32(1)
+	for i := range x.peers {
+		p := &x.peers[i]
+		if !alive(p.inc) {
+			continue
+		}
+		counted++
+		switch {
+		case p.opens:
+			held += p.opening
+		default:
+			held += presumed(count, live, p.need, p.heard)
+		}
+	}
+	held += int64(max(live-counted, 0)) * eq
+	return min(scarcity(x, alive, need, live, count, count).margin(need), max(count-held, 0))
 }

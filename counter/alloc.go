@@ -21,7 +21,15 @@ type policy interface {
 	unpublished(s *slot) int64
 	// announce returns the claim and need peers are told of with the
 	// current window's entry.
-	announce(s *slot) (claim, need int64)
+	announce(s *slot) news
+}
+
+// news is what a node tells its peers of its allocation with its current
+// window's entry.
+type news struct {
+	claim, need int64
+	opening     int64
+	opens       bool
 }
 
 func policyFor(a window.Allocation) policy {
@@ -64,7 +72,13 @@ type allocState struct {
 	need        int64 // demand per sync interval before that sync
 	// announcedNeed is the need peers were last told of.
 	announcedNeed int64
-	demand        int64 // demand since demandAt
+	// opening is what this node last told its peers it may spend in a
+	// fresh fixed window before its first sync there, and openingBefore
+	// what it told them before that, which a peer may not have replaced
+	// yet; opens is whether it has told them at all.
+	opening, openingBefore int64
+	opens                  bool
+	demand                 int64 // demand since demandAt
 	// demandAt is when demand started counting: the last sync, or the first
 	// request of a key not yet synced.
 	demandAt int64

@@ -50,7 +50,7 @@ func (classic) published(s *slot) [2]int64 { return s.x.alloc.pushed }
 
 func (classic) unpublished(s *slot) int64 { return s.x.alloc.spent }
 
-func (classic) announce(*slot) (claim, need int64) { return 0, 0 }
+func (classic) announce(*slot) news { return news{} }
 
 // untilSync is how long until the next sync round refreshes budgets.
 func untilSync(t *Table, now int64) time.Duration {

@@ -59,6 +59,11 @@ type Entry struct {
 	// on the sender's own entry for its current window.
 	Claim int64
 	Need  int64
+	// Opening is what the sender may spend in a fixed window before its
+	// first sync there, when Opens says it has one (adaptive allocation):
+	// its peers hold that much of a fresh window back for it.
+	Opening int64
+	Opens   bool
 }
 
 // Size returns the number of entries in d.

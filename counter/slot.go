@@ -42,6 +42,8 @@ type peerEntry struct {
 	claimWin int64  // window the announcement was made in
 	claimAt  int64  // when it arrived here
 	claimSeq uint64 // sender's delta sequence, so a late delta cannot undo a newer one
+	opening  int64  // what it may spend in a fresh fixed window before its first sync there
+	opens    bool   // whether it said
 }
 
 // pos maps window index w to a position in the slot's arrays: 1 for idx, 0
@@ -137,12 +139,13 @@ func (x *shared) peer(inc uint32) *peerEntry {
 
 // announce records what a peer announced for allocation with its entry for
 // window w, unless a newer announcement is already held.
-func (x *shared) announce(inc uint32, w, claim, need, at int64, seq uint64) {
+func (x *shared) announce(inc uint32, w int64, n news, at int64, seq uint64) {
 	e := x.peer(inc)
 	if e.heard && (w < e.claimWin || seq < e.claimSeq) {
 		return
 	}
-	e.heard, e.claim, e.need, e.claimWin, e.claimAt, e.claimSeq = true, max(claim, 0), max(need, 0), w, at, seq
+	e.heard, e.claim, e.need, e.claimWin, e.claimAt, e.claimSeq = true, max(n.claim, 0), max(n.need, 0), w, at, seq
+	e.opening, e.opens = max(n.opening, 0), n.opens
 }
 
 // mergePeer raises incarnation inc's counts at position p to at least adm

@@ -217,7 +217,7 @@ func (t *Table) Len() int {
 // than one window ahead of now come from a clock too far ahead to trust and
 // are dropped, as are entries already expired; merge reports whether the
 // entry was used.
-func (t *Table) merge(inc uint32, e *Entry, now int64, news bool, seq uint64) bool {
+func (t *Table) merge(inc uint32, e *Entry, now int64, hasNews bool, seq uint64) bool {
 	if inc == t.self || e.Admitted < 0 || e.Demand < 0 || e.Admitted > maxEntry || e.Demand > maxEntry {
 		return false
 	}
@@ -238,8 +238,8 @@ func (t *Table) merge(inc uint32, e *Entry, now int64, news bool, seq uint64) bo
 		s.x = t.newShared(s)
 	}
 	s.x.mergePeer(inc, p, e.Admitted, e.Demand)
-	if news && e.Claim >= 0 && e.Claim <= maxEntry && e.Need >= 0 && e.Need <= maxEntry {
-		s.x.announce(inc, e.Window, e.Claim, e.Need, now, seq)
+	if hasNews && e.Claim >= 0 && e.Claim <= maxEntry && e.Need >= 0 && e.Need <= maxEntry && e.Opening >= 0 && e.Opening <= maxEntry {
+		s.x.announce(inc, e.Window, news{claim: e.Claim, need: e.Need, opening: e.Opening, opens: e.Opens}, now, seq)
 	}
 	return true
 }
@@ -306,7 +306,8 @@ func (t *Table) appendOwn(out []stamped, s *slot, since uint64) []stamped {
 		if s.x != nil {
 			e.Demand = s.x.demand[p]
 			if p == 1 && t.live.Load() > 1 {
-				e.Claim, e.Need = t.policy.announce(s)
+				n := t.policy.announce(s)
+				e.Claim, e.Need, e.Opening, e.Opens = n.claim, n.need, n.opening, n.opens
 			}
 		}
 		out = append(out, e)

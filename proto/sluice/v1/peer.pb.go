@@ -244,8 +244,12 @@ type Entry struct {
 	Demand   uint64 `protobuf:"varint,5,opt,name=demand,proto3" json:"demand,omitempty"`
 	// claim is budget the sender reserved and has not spent; need is its
 	// demand per sync interval (adaptive allocation).
-	Claim         uint64 `protobuf:"varint,6,opt,name=claim,proto3" json:"claim,omitempty"`
-	Need          uint64 `protobuf:"varint,7,opt,name=need,proto3" json:"need,omitempty"`
+	Claim uint64 `protobuf:"varint,6,opt,name=claim,proto3" json:"claim,omitempty"`
+	Need  uint64 `protobuf:"varint,7,opt,name=need,proto3" json:"need,omitempty"`
+	// opening is what the sender may spend in a fresh fixed window before
+	// its first sync there, which its peers hold back for it (adaptive
+	// allocation); absent when it does not say.
+	Opening       *uint64 `protobuf:"varint,8,opt,name=opening,proto3,oneof" json:"opening,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -325,6 +329,13 @@ func (x *Entry) GetClaim() uint64 {
 func (x *Entry) GetNeed() uint64 {
 	if x != nil {
 		return x.Need
+	}
+	return 0
+}
+
+func (x *Entry) GetOpening() uint64 {
+	if x != nil && x.Opening != nil {
+		return *x.Opening
 	}
 	return 0
 }
@@ -701,7 +712,7 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x1f\n" +
 	"\vbase_window\x18\x02 \x01(\x03R\n" +
 	"baseWindow\x12*\n" +
-	"\aentries\x18\x03 \x03(\v2\x10.sluice.v1.EntryR\aentries\"\xae\x01\n" +
+	"\aentries\x18\x03 \x03(\v2\x10.sluice.v1.EntryR\aentries\"\xd9\x01\n" +
 	"\x05Entry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12#\n" +
 	"\rwindow_offset\x18\x02 \x01(\x12R\fwindowOffset\x12\x10\n" +
@@ -709,7 +720,10 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\badmitted\x18\x04 \x01(\x04R\badmitted\x12\x16\n" +
 	"\x06demand\x18\x05 \x01(\x04R\x06demand\x12\x14\n" +
 	"\x05claim\x18\x06 \x01(\x04R\x05claim\x12\x12\n" +
-	"\x04need\x18\a \x01(\x04R\x04need\"%\n" +
+	"\x04need\x18\a \x01(\x04R\x04need\x12\x1d\n" +
+	"\aopening\x18\b \x01(\x04H\x00R\aopening\x88\x01\x01B\n" +
+	"\n" +
+	"\b_opening\"%\n" +
 	"\aSyncAck\x12\x1a\n" +
 	"\breceived\x18\x01 \x01(\x04R\breceived\"9\n" +
 	"\vPullRequest\x12*\n" +
@@ -790,6 +804,7 @@ func file_sluice_v1_peer_proto_init() {
 	if File_sluice_v1_peer_proto != nil {
 		return
 	}
+	file_sluice_v1_peer_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -1,0 +1,114 @@
+package counter
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// In a fixed window, adaptive nodes say what each will spend of the next
+// window before its first sync there. Before any sync in a fresh window the
+// fleet admits no more than the count, and a busy node may take more than
+// an equal share when its peers are quiet.
+func TestFreshFixedWindowOpenings(t *testing.T) {
+	const count = 100
+	ru := rule(count, time.Second, window.Fixed)
+	ru.SyncInterval = 200 * time.Millisecond
+	names := []string{"a", "b", "c", "d"}
+	rs := make([]*Replica, len(names))
+	var incs []Incarnation
+	for i, n := range names {
+		rs[i] = newTestReplica(t, n, ru)
+		incs = append(incs, rs[i].Self())
+	}
+	for i, r := range rs {
+		var peers []Incarnation
+		for j, inc := range incs {
+			if j != i {
+				peers = append(peers, inc)
+			}
+		}
+		r.SetPeers(peers)
+	}
+	// openings holds the latest opening each node announced.
+	openings := map[string]int64{}
+	round := func(now int64) {
+		var sent []Outbound
+		for _, r := range rs {
+			sent = append(sent, r.Tick(now)...)
+		}
+		for _, o := range sent {
+			for _, rd := range o.Delta.Rules {
+				for _, e := range rd.Entries {
+					if o.Delta.Incarnations[e.Inc] == o.Delta.From && e.Opens {
+						openings[o.Delta.From.Node] = e.Opening
+					}
+				}
+			}
+			for _, r := range rs {
+				if r.Self() == o.To {
+					if _, err := r.Receive(now, o.Delta); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	allow := func(r *Replica, now int64, n int) int {
+		admitted := 0
+		for range n {
+			d, err := r.Allow(now, "api", "k", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				admitted++
+			}
+		}
+		return admitted
+	}
+
+	// Window 0: a asks for 12 per interval, the others for 1 each.
+	interval := int64(ru.SyncInterval)
+	for step := int64(0); step < 4; step++ {
+		now := t0 + step*interval + 1
+		allow(rs[0], now, 12)
+		for _, r := range rs[1:] {
+			allow(r, now, 1)
+		}
+		round(t0 + (step+1)*interval - 1)
+	}
+	var sum int64
+	for _, n := range names {
+		o, ok := openings[n]
+		if !ok {
+			t.Fatalf("%s announced no opening: %v", n, openings)
+		}
+		sum += o
+	}
+	t.Logf("openings %v", openings)
+	if sum > count {
+		t.Errorf("openings %v sum to %d, more than the count %d", openings, sum, count)
+	}
+	if openings["a"] <= count/int64(len(names)) {
+		t.Errorf("busy node a's opening is %d, want more than an equal share %d (%v)", openings["a"], count/len(names), openings)
+	}
+
+	// Window 1, before anyone's first sync there: everyone asks for the
+	// whole count.
+	start := t0 + int64(time.Second) + 1
+	total, byNode := 0, map[string]int{}
+	for i, r := range rs {
+		got := allow(r, start, count)
+		byNode[names[i]] = got
+		total += got
+	}
+	t.Logf("admitted %v", byNode)
+	if total > count {
+		t.Errorf("a fresh window admitted %d before any sync (%v), more than the count %d", total, byNode, count)
+	}
+	if int64(byNode["a"]) != openings["a"] {
+		t.Errorf("a admitted %d of a fresh window before its first sync, want its opening %d", byNode["a"], openings["a"])
+	}
+}
