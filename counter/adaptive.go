@@ -98,8 +98,14 @@ func (a *allocState) allowance(t *Table, own window.Counts, at moment) (spent, a
 		rel := a.releaseRate * float64(at.now-a.syncAt)
 		return a.spent, a.budget + int64(math.Floor(rel))
 	case t.rule.Type == window.Sliding:
-		rel := float64(max(headroomAt(&t.rule, a.frozen, a.syncWin, at)-a.left, 0))
-		return a.spent, a.budget + int64(math.Floor(a.share*rel))
+		rel := a.share * float64(max(headroomAt(&t.rule, a.frozen, a.syncWin, at)-a.left, 0))
+		// What this node admitted in the sync's window after the sync
+		// decays too. Peers counted it as spent from this node's claim
+		// without seeing it, so its release is this node's alone.
+		if at.idx == a.syncWin+1 {
+			rel += float64(max(own.Prev-a.ownAtSync, 0)) * float64(at.elapsed) / float64(t.rule.Window)
+		}
+		return a.spent, a.budget + int64(math.Floor(rel))
 	}
 	return a.spent, a.budget
 }
@@ -128,7 +134,7 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	a.need = perInterval(a.demand, time.Duration(now-a.demandAt), t.rule.SyncInterval)
 	a.demand, a.demandAt = 0, now
 
-	_, view := s.counts(idx)
+	ownNow, view := s.counts(idx)
 	headroom := t.rule.Remaining(view, now)
 
 	// Release shares follow need; with no need anywhere they are equal.
@@ -186,6 +192,7 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 
 	a.budget, a.spent = max(claim, 0), 0
 	a.synced, a.syncAt, a.syncWin, a.frozen, a.left = true, now, idx, view, headroom
+	a.ownAtSync = ownNow.Curr
 	a.share = shareOf(a.need)
 	a.releaseRate = a.share * float64(view.Prev) / float64(t.rule.Window)
 	// Announce a new claim or opening, a need that moved by more than an

@@ -65,7 +65,9 @@ type allocState struct {
 	syncWin int64         // in which window
 	frozen  window.Counts // the view then, to measure what decay releases since
 	left    int64         // the headroom of frozen then
-	share   float64       // this node's share of released budget
+	// ownAtSync is what this node had admitted in the sync's window then.
+	ownAtSync int64
+	share     float64 // this node's share of released budget
 	// releaseRate is share × what the previous window's decay releases per
 	// nanosecond, until the window ends.
 	releaseRate float64

@@ -112,3 +112,58 @@ func TestFreshFixedWindowOpenings(t *testing.T) {
 		t.Errorf("a admitted %d of a fresh window before its first sync, want its opening %d", byNode["a"], openings["a"])
 	}
 }
+
+// In a sliding window, what a node admitted after its last sync decays in
+// the next window like everything else, and peers, who counted it as spent
+// from the node's claim without seeing it, leave that release to the node:
+// it may admit it before its next sync.
+func TestSlidingReleaseOfAdmissionsAfterSync(t *testing.T) {
+	const after = 40 // admitted in window 0 after the sync
+	ru := rule(1000, time.Second, window.Sliding)
+	ru.SyncInterval = 500 * time.Millisecond
+	// more returns how many more hits a admits at mid-window 1, having
+	// admitted n hits in window 0 after its sync there.
+	more := func(n int) int {
+		a, b := newTestReplica(t, "a", ru), newTestReplica(t, "b", ru)
+		a.SetPeers([]Incarnation{b.Self()})
+		b.SetPeers([]Incarnation{a.Self()})
+		for _, r := range []*Replica{a, b} {
+			for range 100 { // a need of 100 per interval each
+				if _, err := r.Allow(t0+1, "api", "k", 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		sync := t0 + 400*int64(time.Millisecond)
+		for _, pair := range [][2]*Replica{{a, b}, {b, a}} {
+			for _, o := range pair[0].Tick(sync) {
+				if _, err := pair[1].Receive(sync, o.Delta); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for range n {
+			if d, err := a.Allow(sync+1, "api", "k", 1); err != nil || !d.Allowed {
+				t.Fatalf("admitting %d after the sync: %+v, %v", n, d, err)
+			}
+		}
+		admitted := 0
+		for ; admitted < 10000; admitted++ {
+			d, err := a.Allow(t0+1500*int64(time.Millisecond), "api", "k", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !d.Allowed {
+				break
+			}
+		}
+		return admitted
+	}
+	without, with := more(0), more(after)
+	// Spent counts against the claim; half of it has decayed by mid-window.
+	want := without - after + after/2
+	t.Logf("mid-window 1: %d more without admissions after the sync, %d after %d of them (want %d ± 1)", without, with, after, want)
+	if with < want-1 || with > want+1 {
+		t.Errorf("admitted %d more, want %d ± 1", with, want)
+	}
+}
