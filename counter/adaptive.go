@@ -137,8 +137,16 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	ownNow, view := s.counts(idx)
 	headroom := t.rule.Remaining(view, now)
 
-	// Release shares follow need; with no need anywhere they are equal.
-	totalNeed, known := a.need, int32(0)
+	// The need peers will hold for this node after this sync: a new one
+	// only when it moved by more than an eighth.
+	said := a.announcedNeed
+	if moved(oldNeed, a.need) {
+		said = a.need
+	}
+	// Release shares follow need, as announced, so that every node works
+	// out the same shares and they add up to one; with no need anywhere
+	// they are equal.
+	totalNeed, known := said, int32(0)
 	for i := range x.peers {
 		if p := &x.peers[i]; p.heard && alive(p.inc) {
 			totalNeed += p.need
@@ -186,14 +194,14 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	// Claim at least an ample interval of own need, and when the stock is
 	// plentiful a share of it that blends this node's share of demand with
 	// an equal share, so that a node in a lull is not starved by a busy one.
-	weight := (shareOf(a.need) + 1/float64(live)) / 2
+	weight := (shareOf(said) + 1/float64(live)) / 2
 	sc := scarcity(x, alive, a.need, live, count, headroom)
 	claim := min(unclaimed, max(sc.margin(a.need), int64(float64(max(unclaimed, 0))*weight)))
 
 	a.budget, a.spent = max(claim, 0), 0
 	a.synced, a.syncAt, a.syncWin, a.frozen, a.left = true, now, idx, view, headroom
 	a.ownAtSync = ownNow.Curr
-	a.share = shareOf(a.need)
+	a.share = shareOf(said)
 	a.releaseRate = a.share * float64(view.Prev) / float64(t.rule.Window)
 	// Announce a new claim or opening, a need that moved by more than an
 	// eighth (tick jitter moves it by one every round), and at least once a
@@ -203,9 +211,9 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	if fixed {
 		opening = openingFor(x, alive, a.need, live, count)
 	}
-	if a.budget != oldClaim || idx != oldWin || moved(oldNeed, a.need) || opening != a.opening {
+	if a.budget != oldClaim || idx != oldWin || said != oldNeed || opening != a.opening {
 		s.ver[1] = epoch
-		a.announcedNeed = a.need
+		a.announcedNeed = said
 		if fixed {
 			a.openingBefore, a.opening = a.opening, opening
 			if !a.opens {

@@ -167,3 +167,63 @@ func TestSlidingReleaseOfAdmissionsAfterSync(t *testing.T) {
 		t.Errorf("admitted %d more, want %d ± 1", with, want)
 	}
 }
+
+// releaseShare is the share of released sliding-window budget that r gave
+// itself for key at its last sync.
+func releaseShare(t *testing.T, r *Replica, key string) float64 {
+	t.Helper()
+	tb := r.Table("api")
+	sh := tb.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	s := sh.lookup(key, 0, false)
+	if s == nil || s.x == nil {
+		t.Fatalf("%s holds no shared state for %q", r.Self().Node, key)
+	}
+	return s.x.alloc.share
+}
+
+// Release shares are worked out from announced needs, so that they add up
+// to one even when a node's need moves by less than it announces.
+func TestReleaseSharesAddUpToOne(t *testing.T) {
+	ru := rule(1000, time.Second, window.Sliding)
+	ru.SyncInterval = 100 * time.Millisecond
+	a, b := newTestReplica(t, "a", ru), newTestReplica(t, "b", ru)
+	a.SetPeers([]Incarnation{b.Self()})
+	b.SetPeers([]Incarnation{a.Self()})
+	interval := int64(ru.SyncInterval)
+	// a's demand per interval wanders within an eighth of 40; b's holds at 40.
+	for i, aDemand := range []int{40, 44, 37, 43, 36, 40, 44} {
+		now := t0 + int64(i)*interval
+		for _, d := range []struct {
+			r *Replica
+			n int
+		}{{a, aDemand}, {b, 40}} {
+			for range d.n {
+				if _, err := d.r.Allow(now+1, "api", "k", 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		sync := now + interval - 1
+		var sent []Outbound
+		for _, r := range []*Replica{a, b} {
+			sent = append(sent, r.Tick(sync)...)
+		}
+		for _, o := range sent {
+			to := a
+			if o.To == b.Self() {
+				to = b
+			}
+			if _, err := to.Receive(sync, o.Delta); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i == 0 {
+			continue // the first round announces; shares settle from the second
+		}
+		if sum := releaseShare(t, a, "k") + releaseShare(t, b, "k"); sum > 1+1e-9 {
+			t.Errorf("round %d (a's demand %d): shares add up to %.4f, more than one", i, aDemand, sum)
+		}
+	}
+}
