@@ -393,7 +393,7 @@ func fromStrict(d *sluicev1.StrictDecision) (window.Decision, error) {
 	}
 	return window.Decision{Allowed: d.GetAllowed(), Limit: d.GetLimit(), Remaining: d.GetRemaining(),
 		ResetAfter: time.Duration(d.GetResetAfterNs()), RetryAfter: time.Duration(d.GetRetryAfterNs()),
-		Path: window.PathStrict}, nil
+		Path: window.PathStrict, At: d.GetDecidedAt()}, nil
 }
 
 // failMode answers a check no leader could decide in time.
@@ -401,9 +401,9 @@ func (g *strictGroup) failMode(rule window.Rule, key string, hits int64) (window
 	g.n.metrics.StrictFailovers.Add(1)
 	switch rule.FailMode {
 	case window.FailOpen:
-		return window.Decision{Allowed: true, Limit: rule.Count, Remaining: rule.Count, Path: window.PathFailOpen}, nil
+		return window.Decision{Allowed: true, Limit: rule.Count, Remaining: rule.Count, Path: window.PathFailOpen, At: g.n.now()}, nil
 	case window.FailClosed:
-		return window.Decision{Limit: rule.Count, RetryAfter: g.n.cfg.StrictTimeout, Path: window.PathFailClosed}, nil
+		return window.Decision{Limit: rule.Count, RetryAfter: g.n.cfg.StrictTimeout, Path: window.PathFailClosed, At: g.n.now()}, nil
 	}
 	d, err := g.backstop.Allow(g.n.now(), rule.Name, key, hits)
 	d.Path = window.PathFailLocal

@@ -95,7 +95,9 @@ func (r *Replica) Allow(now int64, rule, key string, hits int64) (window.Decisio
 	if err := t.check(key, hits); err != nil {
 		return window.Decision{}, err
 	}
-	return t.Allow(key, now, hits), nil
+	d := t.Allow(key, now, hits)
+	d.At = now
+	return d, nil
 }
 
 // Check reports the error Allow would return for a check, without deciding

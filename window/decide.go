@@ -29,6 +29,10 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Path says what produced the decision.
 	Path Path
+	// At is when the decision was made, in Unix nanoseconds on the clock
+	// that made it: the deciding node's, or for a strict decision the
+	// leader's, which every replica of the log shares. Zero when unknown.
+	At int64
 }
 
 // Path says which mechanism produced a decision.
@@ -82,7 +86,9 @@ func (p Path) String() string {
 // nanosecond, so a retry at exactly RetryAfter fits and one a nanosecond
 // earlier does not.
 func (r *Rule) Decide(c Counts, now int64, hits int64) Decision {
-	return r.DecideAt(c, Elapsed(now, r.Window), hits)
+	d := r.DecideAt(c, Elapsed(now, r.Window), hits)
+	d.At = now
+	return d
 }
 
 // DecideAt is Decide for a caller that already knows how far into its window

@@ -277,6 +277,12 @@ func (r *accuracyRun) work(ctx context.Context, stop context.CancelFunc, node in
 			w.late++
 			w.maxLate = max(w.maxLate, late)
 		}
+		// A decision counts in the window it was made in: a strict check
+		// asked for just before a boundary may be decided after it, by the
+		// leader, against the next window's budget.
+		if d.At != 0 {
+			t = max(t, d.At)
+		}
 		// A request that arrived in the run but is decided just after it
 		// still belongs to it: count it in the run's last moment.
 		t = min(t, r.end-1)
