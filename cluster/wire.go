@@ -26,7 +26,7 @@ var errBadDelta = errors.New("malformed delta")
 // sent as offsets from a base per rule, which costs one byte or none.
 func encodeDelta(d *counter.Delta) *sluicev1.Delta {
 	out := &sluicev1.Delta{
-		From: encodeInc(d.From), Seq: d.Seq, Live: uint32(max(d.Live, 0)), Full: d.Full,
+		From: encodeInc(d.From), Seq: d.Seq, Ack: d.Ack, Live: uint32(max(d.Live, 0)), Full: d.Full,
 		Incarnations: make([]*sluicev1.Incarnation, len(d.Incarnations)),
 		Rules:        make([]*sluicev1.RuleDelta, len(d.Rules)),
 	}
@@ -74,7 +74,7 @@ func decodeDelta(m *sluicev1.Delta) (*counter.Delta, error) {
 	if len(m.GetIncarnations()) > maxIncarnationsPerDelta {
 		return nil, fmt.Errorf("%w from %q: %d incarnations", errBadDelta, from.Node, len(m.GetIncarnations()))
 	}
-	d := &counter.Delta{From: from, Seq: m.GetSeq(), Live: int(min(m.GetLive(), math.MaxInt32)), Full: m.GetFull(),
+	d := &counter.Delta{From: from, Seq: m.GetSeq(), Ack: m.GetAck(), Live: int(min(m.GetLive(), math.MaxInt32)), Full: m.GetFull(),
 		Incarnations: make([]counter.Incarnation, len(m.GetIncarnations())), Rules: make([]counter.RuleDelta, 0, len(m.GetRules()))}
 	for i, inc := range m.GetIncarnations() {
 		if d.Incarnations[i], err = decodeInc(inc); err != nil {

@@ -64,7 +64,7 @@ func wireDeltaCases() []struct {
 				{Key: "k", Window: math.MaxInt64, Admitted: 1, Demand: 1},
 				{Key: "k", Window: math.MaxInt64 - 1<<40, Admitted: 1, Demand: 1},
 			}}}}},
-		{name: "openings", in: counter.Delta{From: a, Seq: 9, Incarnations: []counter.Incarnation{a}, Live: 4,
+		{name: "openings", in: counter.Delta{From: a, Seq: 9, Ack: 7, Incarnations: []counter.Incarnation{a}, Live: 4,
 			Rules: []counter.RuleDelta{{Rule: "fixed", Entries: []counter.Entry{
 				{Key: "opens-zero", Window: 10, Admitted: 1, Demand: 1, Claim: 2, Need: 3, Opening: 0, Opens: true},
 				{Key: "opens-some", Window: 10, Admitted: 1, Demand: 1, Claim: 2, Need: 3, Opening: 25, Opens: true},

@@ -146,62 +146,20 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	// Release shares follow need, as announced, so that every node works
 	// out the same shares and they add up to one; with no need anywhere
 	// they are equal.
-	totalNeed, known := said, int32(0)
-	for i := range x.peers {
-		if p := &x.peers[i]; p.heard && alive(p.inc) {
-			totalNeed += p.need
-		}
-	}
-	shareOf := func(need int64) float64 {
-		if totalNeed == 0 {
-			return 1 / float64(live)
-		}
-		return float64(need) / float64(totalNeed)
-	}
-
-	// What every live peer may still spend before its next sync. Each peer
-	// admits the floor of its share of released budget, so the shares are
-	// summed whole and rounded up once.
-	var outstanding int64
-	var released float64
-	for i := range x.peers {
-		p := &x.peers[i]
-		if !alive(p.inc) {
-			continue
-		}
-		known++
-		if !p.heard || fixed && p.claimWin != idx {
-			if p.opens {
-				outstanding += p.opening
-			} else {
-				outstanding += presumed(count, live, p.need, p.heard)
-			}
-			continue
-		}
-		outstanding += p.claim
-		if !fixed {
-			// Decay released since the peer announced is partly its own.
-			dt := float64(max(now-p.claimAt, 0)) / float64(t.rule.Window)
-			rel := float64(view.Prev) * min(dt, 1)
-			released += shareOf(p.need) * rel
-		}
-	}
-	outstanding += int64(math.Ceil(released))
-	// Live peers that have never spoken of this key hold their equal share.
-	outstanding += int64(max(live-1-known, 0)) * presumed(count, live, 0, false)
-
+	shares := sharesOf(x, alive, said, live)
+	outstanding := peersOutstanding(t, x, alive, shares, now, idx, view)
 	unclaimed := headroom - outstanding
 	// Claim at least an ample interval of own need, and when the stock is
 	// plentiful a share of it that blends this node's share of demand with
 	// an equal share, so that a node in a lull is not starved by a busy one.
-	weight := (shareOf(said) + 1/float64(live)) / 2
+	weight := (shares.of(said) + 1/float64(live)) / 2
 	sc := scarcity(x, alive, a.need, live, count, headroom)
 	claim := min(unclaimed, max(sc.margin(a.need), int64(float64(max(unclaimed, 0))*weight)))
 
 	a.budget, a.spent = max(claim, 0), 0
 	a.synced, a.syncAt, a.syncWin, a.frozen, a.left = true, now, idx, view, headroom
 	a.ownAtSync = ownNow.Curr
-	a.share = shareOf(said)
+	a.share = shares.of(said)
 	a.releaseRate = a.share * float64(view.Prev) / float64(t.rule.Window)
 	// Announce a new claim or opening, a need that moved by more than an
 	// eighth (tick jitter moves it by one every round), and at least once a
@@ -322,4 +280,100 @@ func openingFor(x *shared, alive func(uint32) bool, need int64, live int32, coun
 	}
 	held += int64(max(live-counted, 0)) * eq
 	return min(scarcity(x, alive, need, live, count, count).margin(need), max(count-held, 0))
+}
+
+// shares divides released budget between live nodes by announced need.
+type shares struct {
+	total int64 // the live nodes' needs, this node's included
+	live  int32
+}
+
+// sharesOf weighs own, this node's announced need, beside its live peers'.
+func sharesOf(x *shared, alive func(uint32) bool, own int64, live int32) shares {
+	sh := shares{total: own, live: live}
+	for i := range x.peers {
+		if p := &x.peers[i]; p.heard && alive(p.inc) {
+			sh.total += p.need
+		}
+	}
+	return sh
+}
+
+// of is the share of a node with need; with no need anywhere shares are
+// equal.
+func (sh shares) of(need int64) float64 {
+	if sh.total == 0 {
+		return 1 / float64(sh.live)
+	}
+	return float64(need) / float64(sh.total)
+}
+
+// peersOutstanding is what every live peer may still spend before its next
+// sync: its claim and its share of budget a sliding window has released
+// since, or, in a window it has not synced in, its opening or presumed
+// share. Each peer admits the floor of its share of released budget, so the
+// shares are summed whole and rounded up once.
+func peersOutstanding(t *Table, x *shared, alive func(uint32) bool, sh shares, now, idx int64, view window.Counts) int64 {
+	live, count := t.live.Load(), t.rule.Count
+	fixed := t.rule.Type == window.Fixed
+	var outstanding int64
+	var released float64
+	known := int32(0)
+	for i := range x.peers {
+		p := &x.peers[i]
+		if !alive(p.inc) {
+			continue
+		}
+		known++
+		if !p.heard || fixed && p.claimWin != idx {
+			if p.opens {
+				outstanding += p.opening
+			} else {
+				outstanding += presumed(count, live, p.need, p.heard)
+			}
+			continue
+		}
+		outstanding += p.claim
+		if !fixed {
+			// Decay released since the peer announced is partly its own.
+			dt := float64(max(now-p.claimAt, 0)) / float64(t.rule.Window)
+			released += sh.of(p.need) * float64(view.Prev) * min(dt, 1)
+		}
+	}
+	outstanding += int64(math.Ceil(released))
+	// Live peers that have never spoken of this key hold their equal share.
+	return outstanding + int64(max(live-1-known, 0))*presumed(count, live, 0, false)
+}
+
+// crossed gives back what this node's claim can no longer hold. A peer that
+// synced within a latency of this node's last sync claimed from the same
+// unclaimed budget without seeing this node's claim, nor this node its:
+// when its news arrives, the pool this node sees, less every peer's latest
+// claim, may be smaller than what this node has left to spend. Keeping only
+// that much makes the two claims share the pool instead of each taking it.
+// Of two nodes whose claims crossed only the one whose name sorts later
+// runs this (Receive decides), so that the pool is given back once.
+func (adaptive) crossed(t *Table, s *slot, now int64) {
+	a := &s.x.alloc
+	idx := window.Index(now, t.rule.Window)
+	if !a.synced || idx != a.syncWin {
+		return // before this node's first sync in the window: nothing claimed in it
+	}
+	at := moment{now: now, idx: idx, elapsed: window.Elapsed(now, t.rule.Window)}
+	own, view := s.counts(idx)
+	spent, allowance := a.allowance(t, own, at)
+	left := allowance - spent
+	if left <= 0 {
+		return
+	}
+	sh := sharesOf(s.x, t.alive(), a.announcedNeed, t.live.Load())
+	room := t.rule.Remaining(view, now) - peersOutstanding(t, s.x, t.alive(), sh, now, idx, view)
+	// In a sliding window room counts the peers' shares of released budget
+	// rounded up, so it may fall one short of what is really free.
+	if t.rule.Type == window.Sliding {
+		left--
+	}
+	if room < left {
+		a.budget -= min(left-max(room, 0), a.budget)
+	}
 }

@@ -227,3 +227,53 @@ func TestReleaseSharesAddUpToOne(t *testing.T) {
 		}
 	}
 }
+
+// Two nodes that sync at the same moment claim from the same unclaimed
+// budget, each without the other's claim. When their news crosses, the one
+// that sorts later gives back what the pool can no longer hold, so that
+// together they can admit no more than is left.
+func TestCrossedClaimsShareThePool(t *testing.T) {
+	const count = 1000
+	ru := rule(count, 10*time.Second, window.Fixed)
+	ru.SyncInterval = time.Second
+	a, b := newTestReplica(t, "a", ru), newTestReplica(t, "b", ru)
+	a.SetPeers([]Incarnation{b.Self()})
+	b.SetPeers([]Incarnation{a.Self()})
+	admit := func(r *Replica, now int64, n int) int {
+		got := 0
+		for range n {
+			d, err := r.Allow(now, "api", "k", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				got++
+			}
+		}
+		return got
+	}
+	// Both ask for a lot, sync at the same moment, and only then hear of
+	// each other: their claims cross.
+	used := admit(a, t0+1, 100) + admit(b, t0+1, 100)
+	for step := int64(1); step <= 9; step++ {
+		sync := t0 + step*sec
+		da, db := a.Tick(sync), b.Tick(sync)
+		for _, o := range da {
+			if _, err := b.Receive(sync+1, o.Delta); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, o := range db {
+			if _, err := a.Receive(sync+1, o.Delta); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Until the next sync, each admits what its claim allows.
+		gotA, gotB := admit(a, sync+2, 150), admit(b, sync+2, 150)
+		used += gotA + gotB
+		t.Logf("round %d: a admitted %d, b %d; %d of %d in the window", step, gotA, gotB, used, count)
+	}
+	if used > count {
+		t.Errorf("the window admitted %d, more than the count %d", used, count)
+	}
+}

@@ -22,6 +22,9 @@ type policy interface {
 	// announce returns the claim and need peers are told of with the
 	// current window's entry.
 	announce(s *slot) news
+	// crossed runs when a peer's news of the key arrives that was made
+	// without this node's latest: the two crossed on the way.
+	crossed(t *Table, s *slot, now int64)
 }
 
 // news is what a node tells its peers of its allocation with its current

@@ -52,6 +52,8 @@ func (classic) unpublished(s *slot) int64 { return s.x.alloc.spent }
 
 func (classic) announce(*slot) news { return news{} }
 
+func (classic) crossed(*Table, *slot, int64) {}
+
 // untilSync is how long until the next sync round refreshes budgets.
 func untilSync(t *Table, now int64) time.Duration {
 	return time.Duration(max(t.nextSync.Load()-now, 0))

@@ -27,6 +27,10 @@ type Delta struct {
 	// Full marks a snapshot of everything the sender holds, as opposed to a
 	// delta of its own changes; a snapshot carries no allocation news.
 	Full bool
+	// Ack is the highest Seq the sender had received from the destination
+	// when it built this delta: the receiver tells from it whether the
+	// sender's claims were made seeing its own latest ones.
+	Ack uint64
 	// Rules hold the entries, grouped by rule.
 	Rules []RuleDelta
 }

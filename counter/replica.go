@@ -46,6 +46,10 @@ type Replica struct {
 // from which changes are still unsent (none recorded: everything is).
 type peerState struct {
 	since map[string]uint64
+	// heard is the highest Seq received from the peer; sent is, by rule,
+	// the Seq of the last delta to the peer that carried the rule.
+	heard uint64
+	sent  map[string]uint64
 }
 
 // Outbound is a delta due to one peer.
@@ -204,7 +208,7 @@ func (r *Replica) SetPeers(peers []Incarnation) {
 			next[p] = ps
 			continue
 		}
-		next[p] = &peerState{since: make(map[string]uint64, len(r.order))}
+		next[p] = &peerState{since: make(map[string]uint64, len(r.order)), sent: make(map[string]uint64, len(r.order))}
 	}
 	r.peers = next
 	alive := make([]bool, 0, len(next)+1)
@@ -298,8 +302,12 @@ func (r *Replica) Tick(now int64) []Outbound {
 			continue
 		}
 		r.seq++
+		ps := r.peers[p]
+		for _, rd := range perPeer[j] {
+			ps.sent[rd.Rule] = r.seq
+		}
 		out = append(out, Outbound{To: p, Delta: &Delta{
-			From: r.self, Seq: r.seq, Incarnations: []Incarnation{r.self},
+			From: r.self, Seq: r.seq, Ack: ps.heard, Incarnations: []Incarnation{r.self},
 			Live: len(peers) + 1, Rules: perPeer[j],
 		}})
 	}
@@ -361,6 +369,23 @@ func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
 			}
 		}
 	}
+	// A rule whose last round the sender had not heard of when it built
+	// this delta: its claims and this node's were made without each other.
+	// Of two nodes whose claims crossed, the one that sorts later yields.
+	var unseen map[string]bool
+	r.mu.Lock()
+	if ps := r.peers[d.From]; ps != nil && !d.Full {
+		ps.heard = max(ps.heard, d.Seq)
+		for _, rd := range d.Rules {
+			if d.Ack < ps.sent[rd.Rule] && before(d.From, r.self) {
+				if unseen == nil {
+					unseen = map[string]bool{}
+				}
+				unseen[rd.Rule] = true
+			}
+		}
+	}
+	r.mu.Unlock()
 	tables := *r.tables.Load()
 	for _, rd := range d.Rules {
 		t := tables[rd.Rule]
@@ -374,7 +399,7 @@ func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
 				res.Dropped++
 				continue
 			}
-			if t.merge(ids[e.Inc], e, now, !d.Full && ids[e.Inc] == fromID, d.Seq) {
+			if t.merge(ids[e.Inc], e, now, !d.Full && ids[e.Inc] == fromID, d.Seq, unseen[rd.Rule]) {
 				res.Merged++
 			} else {
 				res.Dropped++
@@ -413,4 +438,12 @@ func (r *Replica) Snapshot(now int64) *Delta {
 	// Listed after the pass so that every id an entry uses is in the list.
 	d.Incarnations = r.reg.list()
 	return d
+}
+
+// before orders incarnations by node name, then boot.
+func before(a, b Incarnation) bool {
+	if a.Node != b.Node {
+		return a.Node < b.Node
+	}
+	return a.Boot < b.Boot
 }

@@ -217,7 +217,7 @@ func (t *Table) Len() int {
 // than one window ahead of now come from a clock too far ahead to trust and
 // are dropped, as are entries already expired; merge reports whether the
 // entry was used.
-func (t *Table) merge(inc uint32, e *Entry, now int64, hasNews bool, seq uint64) bool {
+func (t *Table) merge(inc uint32, e *Entry, now int64, hasNews bool, seq uint64, crossed bool) bool {
 	if inc == t.self || e.Admitted < 0 || e.Demand < 0 || e.Admitted > maxEntry || e.Demand > maxEntry {
 		return false
 	}
@@ -240,6 +240,9 @@ func (t *Table) merge(inc uint32, e *Entry, now int64, hasNews bool, seq uint64)
 	s.x.mergePeer(inc, p, e.Admitted, e.Demand)
 	if hasNews && e.Claim >= 0 && e.Claim <= maxEntry && e.Need >= 0 && e.Need <= maxEntry && e.Opening >= 0 && e.Opening <= maxEntry {
 		s.x.announce(inc, e.Window, news{claim: e.Claim, need: e.Need, opening: e.Opening, opens: e.Opens}, now, seq)
+		if crossed {
+			t.policy.crossed(t, s, now)
+		}
 	}
 	return true
 }

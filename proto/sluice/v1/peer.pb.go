@@ -90,8 +90,12 @@ type Delta struct {
 	// live is how many nodes the sender counts as live, itself included.
 	Live uint32 `protobuf:"varint,4,opt,name=live,proto3" json:"live,omitempty"`
 	// full marks a snapshot (Pull) as opposed to a delta of own changes.
-	Full          bool         `protobuf:"varint,5,opt,name=full,proto3" json:"full,omitempty"`
-	Rules         []*RuleDelta `protobuf:"bytes,6,rep,name=rules,proto3" json:"rules,omitempty"`
+	Full  bool         `protobuf:"varint,5,opt,name=full,proto3" json:"full,omitempty"`
+	Rules []*RuleDelta `protobuf:"bytes,6,rep,name=rules,proto3" json:"rules,omitempty"`
+	// ack is the highest seq the sender had received from the destination
+	// when it built this delta, so that the receiver can tell claims that
+	// crossed its own on the way.
+	Ack           uint64 `protobuf:"varint,7,opt,name=ack,proto3" json:"ack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,6 +170,13 @@ func (x *Delta) GetRules() []*RuleDelta {
 		return x.Rules
 	}
 	return nil
+}
+
+func (x *Delta) GetAck() uint64 {
+	if x != nil {
+		return x.Ack
+	}
+	return 0
 }
 
 // RuleDelta is the part of a delta for one rule.
@@ -700,14 +711,15 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x14sluice/v1/peer.proto\x12\tsluice.v1\"5\n" +
 	"\vIncarnation\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
-	"\x04boot\x18\x02 \x01(\x06R\x04boot\"\xd5\x01\n" +
+	"\x04boot\x18\x02 \x01(\x06R\x04boot\"\xe7\x01\n" +
 	"\x05Delta\x12*\n" +
 	"\x04from\x18\x01 \x01(\v2\x16.sluice.v1.IncarnationR\x04from\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12:\n" +
 	"\fincarnations\x18\x03 \x03(\v2\x16.sluice.v1.IncarnationR\fincarnations\x12\x12\n" +
 	"\x04live\x18\x04 \x01(\rR\x04live\x12\x12\n" +
 	"\x04full\x18\x05 \x01(\bR\x04full\x12*\n" +
-	"\x05rules\x18\x06 \x03(\v2\x14.sluice.v1.RuleDeltaR\x05rules\"l\n" +
+	"\x05rules\x18\x06 \x03(\v2\x14.sluice.v1.RuleDeltaR\x05rules\x12\x10\n" +
+	"\x03ack\x18\a \x01(\x04R\x03ack\"l\n" +
 	"\tRuleDelta\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x1f\n" +
 	"\vbase_window\x18\x02 \x01(\x03R\n" +
