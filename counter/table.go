@@ -216,7 +216,10 @@ func (t *Table) Len() int {
 // merge folds one entry from incarnation inc into the table. Entries more
 // than one window ahead of now come from a clock too far ahead to trust and
 // are dropped, as are entries already expired; merge reports whether the
-// entry was used.
+// entry was used. hasNews says the entry is its sender's own, with its
+// allocation news; crossed, that the sender made that news without this
+// node's latest round, so the policy may have to give some of its claim
+// back.
 func (t *Table) merge(inc uint32, e *Entry, now int64, hasNews bool, seq uint64, crossed bool) bool {
 	if inc == t.self || e.Admitted < 0 || e.Demand < 0 || e.Admitted > maxEntry || e.Demand > maxEntry {
 		return false
