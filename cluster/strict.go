@@ -42,6 +42,9 @@ const (
 	strictInFlight = 1
 	// strictMaxBatch bounds the checks in one log entry.
 	strictMaxBatch = 4096
+	// loneElection is how long a node without a cluster waits before it
+	// elects itself leader of its own strict group.
+	loneElection = 50 * time.Millisecond
 	// deadVoterGrace is how long a voter must stay dead before the leader
 	// promotes a live member in its place.
 	deadVoterGrace = 5 * time.Second
@@ -148,6 +151,11 @@ func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictG
 	rc.SnapshotThreshold = 16384
 	rc.TrailingLogs = 4096
 	rc.Logger = newRaftLogger(n.log)
+	if n.cfg.BindAddr == "" {
+		// A lone node has no peer to hear from: it need not wait long
+		// before electing itself, and answers by its fail mode until then.
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = loneElection, loneElection, loneElection
+	}
 
 	if n.store != nil {
 		g.logs = n.store
@@ -662,11 +670,15 @@ func (g *strictGroup) leaderHandle(ctx context.Context, req *sluicev1.ForwardReq
 func (g *strictGroup) reconcileLoop(ctx context.Context) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	// A new leader writes its rules at once rather than at the next tick:
+	// until then the log decides none of them.
+	leading := g.raft.LeaderCh()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-leading:
 		}
 		switch {
 		case g.raft.State() == raft.Leader:
