@@ -21,6 +21,7 @@ func BenchmarkLoneStrictStart(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		deadline := time.Now().Add(10 * time.Second)
 		for {
 			d, err := n.Allow(context.Background(), "s", "k", 0)
 			if err != nil {
@@ -29,7 +30,10 @@ func BenchmarkLoneStrictStart(b *testing.B) {
 			if d.Path == window.PathStrict {
 				break
 			}
-			time.Sleep(time.Millisecond) // polling for the first strict answer
+			if time.Now().After(deadline) {
+				b.Fatalf("no strict decision 10 s after Start: %+v", d)
+			}
+			time.Sleep(time.Millisecond) // polling a condition with a deadline
 		}
 		b.StopTimer()
 		n.Close()
