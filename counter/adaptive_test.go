@@ -55,27 +55,14 @@ func TestFreshFixedWindowOpenings(t *testing.T) {
 			}
 		}
 	}
-	allow := func(r *Replica, now int64, n int) int {
-		admitted := 0
-		for range n {
-			d, err := r.Allow(now, "api", "k", 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.Allowed {
-				admitted++
-			}
-		}
-		return admitted
-	}
 
 	// Window 0: a asks for 12 per interval, the others for 1 each.
 	interval := int64(ru.SyncInterval)
 	for step := int64(0); step < 4; step++ {
 		now := t0 + step*interval + 1
-		allow(rs[0], now, 12)
+		admitN(t, rs[0], now, 12)
 		for _, r := range rs[1:] {
-			allow(r, now, 1)
+			admitN(t, r, now, 1)
 		}
 		round(t0 + (step+1)*interval - 1)
 	}
@@ -100,7 +87,7 @@ func TestFreshFixedWindowOpenings(t *testing.T) {
 	start := t0 + int64(time.Second) + 1
 	total, byNode := 0, map[string]int{}
 	for i, r := range rs {
-		got := allow(r, start, count)
+		got := admitN(t, r, start, count)
 		byNode[names[i]] = got
 		total += got
 	}
@@ -239,22 +226,9 @@ func TestCrossedClaimsShareThePool(t *testing.T) {
 	a, b := newTestReplica(t, "a", ru), newTestReplica(t, "b", ru)
 	a.SetPeers([]Incarnation{b.Self()})
 	b.SetPeers([]Incarnation{a.Self()})
-	admit := func(r *Replica, now int64, n int) int {
-		got := 0
-		for range n {
-			d, err := r.Allow(now, "api", "k", 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.Allowed {
-				got++
-			}
-		}
-		return got
-	}
 	// Both ask for a lot, sync at the same moment, and only then hear of
 	// each other: their claims cross.
-	used := admit(a, t0+1, 100) + admit(b, t0+1, 100)
+	used := admitN(t, a, t0+1, 100) + admitN(t, b, t0+1, 100)
 	for step := int64(1); step <= 9; step++ {
 		sync := t0 + step*sec
 		da, db := a.Tick(sync), b.Tick(sync)
@@ -269,11 +243,28 @@ func TestCrossedClaimsShareThePool(t *testing.T) {
 			}
 		}
 		// Until the next sync, each admits what its claim allows.
-		gotA, gotB := admit(a, sync+2, 150), admit(b, sync+2, 150)
+		gotA, gotB := admitN(t, a, sync+2, 150), admitN(t, b, sync+2, 150)
 		used += gotA + gotB
 		t.Logf("round %d: a admitted %d, b %d; %d of %d in the window", step, gotA, gotB, used, count)
 	}
 	if used > count {
 		t.Errorf("the window admitted %d, more than the count %d", used, count)
 	}
+}
+
+// admitN asks r for n single hits on key "k" of rule "api" at now and
+// returns how many it admitted.
+func admitN(t *testing.T, r *Replica, now int64, n int) int {
+	t.Helper()
+	got := 0
+	for range n {
+		d, err := r.Allow(now, "api", "k", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			got++
+		}
+	}
+	return got
 }
