@@ -125,6 +125,13 @@ func newMembership(n *Node) (*membership, error) {
 		}
 		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
 	}
+	if n.cfg.Network != nil {
+		t, err := n.cfg.Network.Gossip(n.cfg.BindAddr)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: gossip on %s: %w", n.cfg.BindAddr, err)
+		}
+		mc.Transport = t
+	}
 	mc.Delegate = m
 	mc.Events = m
 	// A restarted node may come back on another address under its name.

@@ -74,6 +74,9 @@ type Config struct {
 	// Now returns the current time in Unix nanoseconds; default the wall
 	// clock. Tests inject a fake clock here.
 	Now func() int64
+	// Network carries the node's traffic; nil is the host's TCP and UDP.
+	// Fault tests run nodes on a network that partitions, drops and delays.
+	Network Network
 
 	// strictOverAdmit, set only by tests, makes the strict state machine
 	// admit that many hits past the count: a deliberately broken FSM that
@@ -477,8 +480,7 @@ func (n *Node) rescheduleTicks() {
 	}
 }
 
-// listen opens a TCP listener honouring ctx.
-func listen(ctx context.Context, addr string) (net.Listener, error) {
-	var lc net.ListenConfig
-	return lc.Listen(ctx, "tcp", addr)
+// listen opens a stream listener on the node's network, honouring ctx.
+func (n *Node) listen(ctx context.Context, addr string) (net.Listener, error) {
+	return n.network().Listen(ctx, addr)
 }

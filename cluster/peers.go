@@ -88,7 +88,9 @@ func (ps *peerSet) update(live []peerInfo) {
 }
 
 func (ps *peerSet) start(info peerInfo) (*peer, error) {
-	conn, err := grpc.NewClient(info.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	network := ps.n.network()
+	conn, err := grpc.NewClient("passthrough:///"+info.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(network.Dial),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize)))
 	if err != nil {
 		return nil, err

@@ -24,7 +24,7 @@ type server struct {
 }
 
 func newServer(ctx context.Context, n *Node) (*server, error) {
-	lis, err := listen(ctx, n.cfg.GRPCAddr)
+	lis, err := n.listen(ctx, n.cfg.GRPCAddr)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: grpc_addr: %w", err)
 	}

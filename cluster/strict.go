@@ -222,7 +222,7 @@ func (g *strictGroup) listen() error {
 		}
 		bind = net.JoinHostPort(host, "0")
 	}
-	lis, err := net.Listen("tcp", bind)
+	lis, err := n.listen(context.Background(), bind)
 	if err != nil {
 		return fmt.Errorf("sluice: raft_addr: %w", err)
 	}
@@ -236,7 +236,7 @@ func (g *strictGroup) listen() error {
 		advertise = a
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftStream{lis: lis, advertise: advertise},
+		Stream:  &raftStream{lis: lis, advertise: advertise, network: n.network()},
 		MaxPool: 8, Timeout: 2 * time.Second, Logger: newRaftLogger(n.log),
 	})
 	g.trans, g.closer, g.addr = trans, trans, advertise.String()
@@ -805,15 +805,16 @@ func (g *strictGroup) maybeBootstrap(ctx context.Context) {
 
 const noLeaderMessage = leaderIsPrefix + `""`
 
-// raftStream is raft's StreamLayer over a TCP listener.
+// raftStream is raft's StreamLayer over a listener of the node's network.
 type raftStream struct {
 	lis       net.Listener
 	advertise net.Addr
+	network   Network
 }
 
 func (s *raftStream) Accept() (net.Conn, error) { return s.lis.Accept() }
 func (s *raftStream) Close() error              { return s.lis.Close() }
 func (s *raftStream) Addr() net.Addr            { return s.advertise }
 func (s *raftStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", string(address), timeout)
+	return dialTimeout(s.network, string(address), timeout)
 }
