@@ -37,7 +37,7 @@ func (p *pending) Less(i, j int) bool {
 	return a.at.Before(b.at)
 }
 func (p *pending) Swap(i, j int) { p.items[i], p.items[j] = p.items[j], p.items[i] }
-func (p *pending) Push(x any)   { p.items = append(p.items, x.(delayed)) }
+func (p *pending) Push(x any)    { p.items = append(p.items, x.(delayed)) }
 func (p *pending) Pop() any {
 	n := len(p.items) - 1
 	x := p.items[n]
