@@ -23,6 +23,9 @@ type Metrics struct {
 	// Strict mode: log entries this node committed as leader, the checks
 	// they held, and checks answered by fail_mode for want of a leader.
 	StrictEntries, StrictChecks, StrictFailovers atomic.Int64
+	// StrictInFlightFailovers are the fail-mode answers given while the
+	// check was on its way to a leader that did not answer in time.
+	StrictInFlightFailovers atomic.Int64
 }
 
 func newMetrics() *Metrics { return &Metrics{} }
@@ -49,6 +52,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"sluice_strict_entries_total", "counter", "Raft log entries committed while leading.", &m.StrictEntries},
 		{"sluice_strict_checks_total", "counter", "Strict checks decided in those entries.", &m.StrictChecks},
 		{"sluice_strict_failovers_total", "counter", "Strict checks answered by fail_mode for want of a leader.", &m.StrictFailovers},
+		{"sluice_strict_inflight_failovers_total", "counter", "Strict checks answered by fail_mode while on their way to a leader that did not answer in time.", &m.StrictInFlightFailovers},
 	} {
 		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", x.name, x.help, x.name, x.kind, x.name, x.v.Load()); err != nil {
 			return err

@@ -311,21 +311,54 @@ func (g *strictGroup) isVoter() bool {
 	return false
 }
 
-// check decides one strict check: through the log when a leader is
-// reachable within ctx's deadline (or the default strict timeout), else as
-// the rule's fail_mode says.
+// check decides one strict check: through the log when a leader answers in
+// time, else as the rule's fail_mode says. The fail-mode answer comes before
+// the caller's deadline (or the default strict timeout), not after it.
 func (g *strictGroup) check(ctx context.Context, rule window.Rule, key string, hits int64) (window.Decision, error) {
-	d, _, err := g.checkAt(ctx, rule, key, hits)
-	return d, err
+	a := g.checkAt(ctx, rule, key, hits)
+	return a.d, a.err
 }
 
-// checkAt is check that also returns the log's time of a strict decision
-// (Unix nanoseconds; 0 for any other answer). Tests check histories with it.
-func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string, hits int64) (window.Decision, int64, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, g.n.cfg.StrictTimeout)
-		defer cancel()
+// strictAnswer is what checkAt found for one check.
+type strictAnswer struct {
+	d   window.Decision
+	at  int64 // the log's time of a strict decision (Unix nanoseconds); 0 otherwise
+	err error
+	// sent marks a fail-mode answer given while the check was on its way
+	// to the leader: the log may yet count it. Tests model such checks as
+	// maybe applied.
+	sent bool
+}
+
+// giveUpMargin is the share of a caller's remaining time kept back to
+// answer by the fail mode, within [minGiveUpMargin, maxGiveUpMargin]: enough
+// to decide locally and send the answer before the caller stops listening.
+const (
+	giveUpMargin    = 10 // percent
+	minGiveUpMargin = 2 * time.Millisecond
+	maxGiveUpMargin = 100 * time.Millisecond
+)
+
+// giveUpAt returns when a check must stop waiting for the leader so that its
+// fail-mode answer still reaches the caller: a margin before ctx's deadline,
+// or the strict timeout from now when ctx has none.
+func giveUpAt(ctx context.Context, now time.Time, timeout time.Duration) time.Time {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return now.Add(timeout)
+	}
+	margin := min(max(deadline.Sub(now)*giveUpMargin/100, minGiveUpMargin), maxGiveUpMargin)
+	return deadline.Add(-margin)
+}
+
+// checkAt is check with the log's time of a strict decision, and whether a
+// fail-mode answer came while the check was in flight.
+func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string, hits int64) strictAnswer {
+	wait, cancel := context.WithDeadline(ctx, giveUpAt(ctx, time.Now(), g.n.cfg.StrictTimeout))
+	defer cancel()
+	failMode := func(sent bool) strictAnswer {
+		d, err := g.failMode(rule, key, hits)
+		return strictAnswer{d: d, err: err, sent: sent}
 	}
 	p := &strictPending{
 		checks: []*sluicev1.StrictCheck{{Id: g.n.self.Boot ^ g.nextID.Add(1), Rule: rule.Name, Key: key, Hits: hits}},
@@ -335,33 +368,40 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 		q := g.fwd
 		if g.raft.State() == raft.Leader {
 			q = g.lead
-		} else if g.leader(ctx) == "" {
+		} else if g.leader(wait) == "" {
 			// No leader known: wait a little for an election, then fail over.
 			select {
-			case <-ctx.Done():
-				return withoutTime(g.failMode(rule, key, hits))
+			case <-wait.Done():
+				return failMode(false)
 			case <-time.After(20 * time.Millisecond):
 				continue
 			}
 		}
 		select {
 		case q <- p:
-		case <-ctx.Done():
-			return withoutTime(g.failMode(rule, key, hits))
+		case <-wait.Done():
+			return failMode(false)
 		}
 		var out strictOutcome
 		select {
 		case out = <-p.done:
-		case <-ctx.Done():
+		case <-wait.Done():
 			if p.withdraw() {
 				// Still queued: it was never sent, so the fail mode answers.
-				return withoutTime(g.failMode(rule, key, hits))
+				return failMode(false)
 			}
 			// An answer may have arrived together with the deadline.
 			select {
 			case out = <-p.done:
 			default:
-				return window.Decision{}, 0, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+				if ctx.Err() != nil {
+					return strictAnswer{err: fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())}
+				}
+				// The leader has not answered in time: the caller still
+				// gets the fail mode's answer, though the log may count
+				// the check too.
+				g.n.metrics.StrictInFlightFailovers.Add(1)
+				return failMode(true)
 			}
 		}
 		switch {
@@ -370,27 +410,25 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 			if strings.HasPrefix(sd.GetError(), counter.ErrUnknownRule.Error()) {
 				// The log does not know the rule yet: the leader has not
 				// taken this node's configuration. Answer as without a leader.
-				return withoutTime(g.failMode(rule, key, hits))
+				return failMode(false)
 			}
 			d, err := fromStrict(sd)
-			return d, sd.GetDecidedAt(), err
+			return strictAnswer{d: d, at: sd.GetDecidedAt(), err: err}
 		case errors.Is(out.err, errNoLeader):
 			// Nothing was appended: try again shortly, or fail over at the
 			// deadline.
 			select {
-			case <-ctx.Done():
-				return withoutTime(g.failMode(rule, key, hits))
+			case <-wait.Done():
+				return failMode(false)
 			case <-time.After(20 * time.Millisecond):
 			}
 			p.done = make(chan strictOutcome, 1)
 			p.state.Store(pendingQueued)
 			continue
 		}
-		return window.Decision{}, 0, out.err
+		return strictAnswer{err: out.err}
 	}
 }
-
-func withoutTime(d window.Decision, err error) (window.Decision, int64, error) { return d, 0, err }
 
 // errNoLeader means a check was not appended anywhere: safe to retry.
 var errNoLeader = errors.New("no strict leader")
