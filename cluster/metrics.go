@@ -14,6 +14,9 @@ type Metrics struct {
 	Members, Peers atomic.Int64
 	// DriftedMembers are members whose rule set differs from this node's.
 	DriftedMembers atomic.Int64
+	// Reconnects are joins to a failed member or a missing seed that
+	// reached it: heals of a split fleet or a restarted seed.
+	Reconnects atomic.Int64
 	// Sync traffic out: messages, entries and bytes written to peers;
 	// deltas dropped for a slow peer; streams that broke.
 	DeltasSent, EntriesSent, BytesSent, DeltasDropped, StreamResets atomic.Int64
@@ -40,6 +43,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"sluice_members", "gauge", "Cluster members seen by this node, itself included.", &m.Members},
 		{"sluice_peers", "gauge", "Peers this node streams deltas to.", &m.Peers},
 		{"sluice_rules_drift_members", "gauge", "Members whose rule set differs from this node's.", &m.DriftedMembers},
+		{"sluice_reconnects_total", "counter", "Joins to a failed member or a missing seed that reached it.", &m.Reconnects},
 		{"sluice_sync_deltas_sent_total", "counter", "Delta messages written to peers.", &m.DeltasSent},
 		{"sluice_sync_entries_sent_total", "counter", "Entries written to peers.", &m.EntriesSent},
 		{"sluice_sync_bytes_sent_total", "counter", "Bytes of delta messages written to peers.", &m.BytesSent},

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
 	"github.com/sluicehq/sluice/counter"
@@ -49,6 +50,13 @@ type Config struct {
 	// JoinTimeout bounds how long Start tries the seeds and pulls state
 	// from a peer before it serves anyway. Default 10s.
 	JoinTimeout time.Duration
+	// ReconnectInterval is how often the node tries the seeds it is not
+	// joined to and a member that failed, so that a split fleet merges
+	// again and a restarted seed is found. Default 5s.
+	ReconnectInterval time.Duration
+	// ReconnectTimeout is how long a failed member is retried before it is
+	// forgotten. Default 24h.
+	ReconnectTimeout time.Duration
 
 	// RaftAddr is where the Raft transport of strict mode listens
 	// (HOST:PORT); default the gRPC host on a free port. Only nodes with
@@ -77,6 +85,10 @@ type Config struct {
 	// Network carries the node's traffic; nil is the host's TCP and UDP.
 	// Fault tests run nodes on a network that partitions, drops and delays.
 	Network Network
+
+	// gossipTuning, set only by tests, adjusts memberlist's timings (a
+	// failure timeout of seconds rather than tens of seconds).
+	gossipTuning func(*memberlist.Config)
 
 	// strictOverAdmit, set only by tests, makes the strict state machine
 	// admit that many hits past the count: a deliberately broken FSM that
@@ -167,6 +179,12 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.JoinTimeout <= 0 {
 		cfg.JoinTimeout = 10 * time.Second
+	}
+	if cfg.ReconnectInterval <= 0 {
+		cfg.ReconnectInterval = defaultReconnectInterval
+	}
+	if cfg.ReconnectTimeout <= 0 {
+		cfg.ReconnectTimeout = defaultReconnectTimeout
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 5 * time.Second

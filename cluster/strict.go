@@ -76,6 +76,8 @@ type strictGroup struct {
 
 	mu       sync.Mutex
 	deadSeen map[raft.ServerID]time.Time // voters not alive, since when
+
+	hasGroup atomic.Bool // this node bootstrapped a group, or its log holds one
 }
 
 // strictPending is checks waiting for their decisions together: one check
@@ -248,11 +250,17 @@ func (g *strictGroup) listen() error {
 func (g *strictGroup) bootstrap() {
 	err := g.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 		ID: raft.ServerID(g.n.cfg.Name), Address: raft.ServerAddress(g.addr), Suffrage: raft.Voter}}}).Error()
-	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+	switch {
+	case errors.Is(err, raft.ErrCantBootstrap):
+		// The log already holds a group: this node waits to be added back
+		// rather than trying again every tick.
+		g.hasGroup.Store(true)
+	case err != nil:
 		g.n.log.Warn("strict bootstrap failed", "err", err)
-		return
+	default:
+		g.hasGroup.Store(true)
+		g.n.log.Info("strict group bootstrapped", "raft_addr", g.addr)
 	}
-	g.n.log.Info("strict group bootstrapped", "raft_addr", g.addr)
 }
 
 // run drives the batcher, the forwarder and, in a cluster, the voter set.
@@ -813,7 +821,7 @@ func (g *strictGroup) reconcile() {
 // maybeBootstrap starts a group when none exists: only the lowest-named live
 // member does, and only when no peer knows of a leader.
 func (g *strictGroup) maybeBootstrap(ctx context.Context) {
-	if addr, _ := g.raft.LeaderWithID(); addr != "" {
+	if addr, _ := g.raft.LeaderWithID(); addr != "" || g.hasGroup.Load() {
 		return
 	}
 	cf := g.raft.GetConfiguration()
