@@ -74,6 +74,10 @@ type Config struct {
 
 	// DataDir keeps state across restarts; empty keeps everything in memory.
 	DataDir string
+	// PersistInterval is how often a node with a DataDir saves the counts
+	// that changed: a crash (kill -9, power loss of the process) loses at
+	// most what the node admitted in the last interval. Default 250ms.
+	PersistInterval time.Duration
 	// ShutdownTimeout bounds how long Close waits for in-flight gRPC calls.
 	// Default 5s.
 	ShutdownTimeout time.Duration
@@ -116,6 +120,8 @@ type Node struct {
 	cancel  context.CancelFunc
 	loopCtx context.Context // lives until Close; owns the node's loops
 	done    <-chan struct{} // closed when the node starts closing
+
+	changed atomic.Bool // counts changed since the last save
 
 	rulesMu sync.Mutex    // serialises Reload; guards cfg.Rules
 	wake    chan struct{} // reschedules the tick loop, e.g. when peers change
@@ -179,6 +185,9 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.JoinTimeout <= 0 {
 		cfg.JoinTimeout = 10 * time.Second
+	}
+	if cfg.PersistInterval <= 0 {
+		cfg.PersistInterval = defaultPersistInterval
 	}
 	if cfg.ReconnectInterval <= 0 {
 		cfg.ReconnectInterval = defaultReconnectInterval
@@ -273,6 +282,10 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 	}
 	n.wg.Add(1)
 	go n.tickLoop(loopCtx)
+	if n.store != nil {
+		n.wg.Add(1)
+		go n.persistLoop(loopCtx)
+	}
 	return nil
 }
 
@@ -328,7 +341,11 @@ func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.
 			return g.check(ctx, r, key, hits)
 		}
 	}
-	return n.replica.Allow(n.now(), rule, key, hits)
+	d, err := n.replica.Allow(n.now(), rule, key, hits)
+	if d.Allowed && hits > 0 {
+		n.changed.Store(true)
+	}
+	return d, err
 }
 
 // Check reports the error Allow would return for a check (unknown rule,

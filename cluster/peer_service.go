@@ -74,6 +74,7 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 			return status.Error(codes.InvalidArgument, "a node cannot sync with itself")
 		}
 		res, err := n.replica.Receive(n.now(), d)
+		n.changed.Store(true)
 		if err != nil {
 			n.metrics.DeltasRejected.Add(1)
 			n.log.Warn("rejected a delta", "err", err)
