@@ -453,7 +453,10 @@ func (n *Node) rulesHash() uint64 { return n.hash.Load() }
 // A rule turning strict brings its counts into the Raft log; a rule leaving
 // strict takes the log's counts back to every node's batched table. Reload
 // every node of a fleet: until the strict leader has reloaded, a rule it
-// does not know as strict answers strict checks by its fail_mode.
+// does not know as strict answers strict checks by its fail_mode, and
+// fail_mode local then decides from the counts the fleet reported, not from
+// zero; the leader's log counts what nodes still treating a rule as batched
+// admit.
 func (n *Node) Reload(ctx context.Context, rules []window.Rule) error {
 	if len(rules) == 0 {
 		return errors.New("sluice: reload has no rules")

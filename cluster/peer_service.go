@@ -75,6 +75,7 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 		}
 		res, err := n.replica.Receive(n.now(), d)
 		n.changed.Store(true)
+		n.noteOutside(d)
 		if err != nil {
 			n.metrics.DeltasRejected.Add(1)
 			n.log.Warn("rejected a delta", "err", err)

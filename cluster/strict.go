@@ -64,7 +64,6 @@ type strictGroup struct {
 	ownLogs bool
 	addr    string // the Raft address peers dial
 
-	backstop *counter.Replica // fail_mode local: this node alone
 	// rules are the strict rules of this node's configuration, by name;
 	// the leader brings the log's rules in line with its own (syncRules).
 	rules atomic.Pointer[map[string]window.Rule]
@@ -78,6 +77,10 @@ type strictGroup struct {
 	deadSeen map[raft.ServerID]time.Time // voters not alive, since when
 
 	hasGroup atomic.Bool // this node bootstrapped a group, or its log holds one
+	// outside is set when counts of a strict rule change outside the log:
+	// a fail-local admission here, or a peer's report. The leader then
+	// brings them into the log (importOutside).
+	outside atomic.Bool
 }
 
 // strictPending is checks waiting for their decisions together: one check
@@ -125,7 +128,7 @@ func strictRules(rules []window.Rule) ([]window.Rule, map[string]window.Rule) {
 }
 
 func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictGroup, error) {
-	strict, byName := strictRules(rules)
+	_, byName := strictRules(rules)
 	g := &strictGroup{n: n, deadSeen: map[raft.ServerID]time.Time{},
 		lead: make(chan *strictPending, strictMaxBatch), fwd: make(chan *strictPending, strictMaxBatch)}
 	g.rules.Store(&byName)
@@ -137,9 +140,6 @@ func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictG
 	}
 	fsm.overAdmit = n.cfg.strictOverAdmit
 	g.fsm = fsm
-	if g.backstop, err = counter.NewReplica(counter.Config{Self: n.self, Rules: strict, Start: n.now()}); err != nil {
-		return nil, err
-	}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(n.cfg.Name)
@@ -459,7 +459,14 @@ func (g *strictGroup) failMode(rule window.Rule, key string, hits int64) (window
 	case window.FailClosed:
 		return window.Decision{Limit: rule.Count, RetryAfter: g.n.cfg.StrictTimeout, Path: window.PathFailClosed, At: g.n.now()}, nil
 	}
-	d, err := g.backstop.Allow(g.n.now(), rule.Name, key, hits)
+	// From the node's own view, not from zero: it holds what this node and
+	// the peers it reaches admitted outside the log, and the counts the
+	// rule had when it turned strict.
+	d, err := g.n.replica.Allow(g.n.now(), rule.Name, key, hits)
+	if d.Allowed && hits > 0 {
+		g.n.changed.Store(true)
+		g.outside.Store(true)
+	}
 	d.Path = window.PathFailLocal
 	return d, err
 }
@@ -729,6 +736,7 @@ func (g *strictGroup) reconcileLoop(ctx context.Context) {
 		switch {
 		case g.raft.State() == raft.Leader:
 			g.syncRules(ctx)
+			g.importOutside(ctx)
 			if g.n.members != nil {
 				g.reconcile()
 			}
