@@ -36,6 +36,9 @@ type Options struct {
 	// node's defaults).
 	StrictVoters  int
 	StrictTimeout time.Duration
+	// PersistInterval is how often a node with a data directory saves its
+	// counts (zero: the node's default).
+	PersistInterval time.Duration
 	// JoinTimeout bounds how long a node's start waits for a seed and a
 	// peer's state (zero: 10 s). A node restarted across a cut waits this
 	// long before it serves alone.
@@ -92,7 +95,7 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 			Name: name, Rules: opts.Rules,
 			GRPCAddr: "127.0.0.1:0", BindAddr: "127.0.0.1:0",
 			JoinTimeout: opts.JoinTimeout, ShutdownTimeout: time.Second,
-			StrictVoters: opts.StrictVoters, StrictTimeout: opts.StrictTimeout,
+			StrictVoters: opts.StrictVoters, StrictTimeout: opts.StrictTimeout, PersistInterval: opts.PersistInterval,
 			Logger: opts.Logger, Now: f.Net.Clock(name), Network: f.Net.Node(name),
 		}
 		if opts.DataDir != "" {

@@ -18,8 +18,10 @@ import (
 // histories with: every strict check is one step of a sequential rate
 // limiter, applied at the time the leader stamped on its log entry. A
 // check whose outcome is unknown (cluster.ErrOutcomeUnknown) may or may not
-// have been applied, at any time after its call. Answers by fail_mode are
-// not decisions of the log and are left out.
+// have been applied, at any time after its call. So may an admission by
+// fail_mode local: the leader brings counts admitted outside the log into
+// it once it can. Other fail-mode answers are not decisions of the log and
+// are left out.
 
 // strictIn is a check's input; call bounds when an unknown outcome could
 // have been decided.
@@ -166,6 +168,13 @@ func IsStrict(r Record) bool { return r.Err == nil && r.D.Path == window.PathStr
 // applied.
 func IsUnknown(r Record) bool { return errors.Is(r.Err, cluster.ErrOutcomeUnknown) }
 
+// maybeApplied reports whether r may have reached the log's counts without
+// the log deciding it: an unknown outcome, or an admission by fail_mode
+// local, which the leader imports.
+func maybeApplied(r Record) bool {
+	return IsUnknown(r) || r.Err == nil && r.D.Path == window.PathFailLocal && r.D.Allowed
+}
+
 // strictHistory turns the strict decisions and unknown outcomes among recs
 // into porcupine operations.
 func strictHistory(rules map[string]window.Rule, recs []Record) (history []porcupine.Operation, strict, unknown int) {
@@ -181,7 +190,7 @@ func strictHistory(rules map[string]window.Rule, recs []Record) (history []porcu
 			d.Path = 0
 			history = append(history, porcupine.Operation{ClientId: r.Worker, Input: in, Call: r.Call,
 				Output: strictOut{d: d}, Return: r.Ret})
-		case IsUnknown(r):
+		case maybeApplied(r):
 			unknown++
 			history = append(history, porcupine.Operation{ClientId: r.Worker, Input: in, Call: r.Call,
 				Output: strictOut{unknown: true}, Return: math.MaxInt64})
@@ -192,7 +201,9 @@ func strictHistory(rules map[string]window.Rule, recs []Record) (history []porcu
 
 // Linearizability is the verdict on a history of strict checks.
 type Linearizability struct {
-	Result          porcupine.CheckResult
+	Result porcupine.CheckResult
+	// Strict decisions, and Unknown: checks that may have been applied
+	// (unknown outcomes and fail-local admissions).
 	Strict, Unknown int
 	Took            time.Duration
 	// Visualization is an HTML file showing an illegal history, if one was
