@@ -18,10 +18,11 @@ import (
 // histories with: every strict check is one step of a sequential rate
 // limiter, applied at the time the leader stamped on its log entry. A
 // check whose outcome is unknown (cluster.ErrOutcomeUnknown) may or may not
-// have been applied, at any time after its call. So may an admission by
-// fail_mode local: the leader brings counts admitted outside the log into
-// it once it can. Other fail-mode answers are not decisions of the log and
-// are left out.
+// have been applied, at any time after its call. So may every answer by
+// fail_mode: a check that gives up on the leader to answer within its
+// deadline may already be on its way into the log, and the caller is not
+// told which; and the leader brings what fail_mode local admitted into the
+// log once it can.
 
 // strictIn is a check's input; call bounds when an unknown outcome could
 // have been decided.
@@ -168,11 +169,11 @@ func IsStrict(r Record) bool { return r.Err == nil && r.D.Path == window.PathStr
 // applied.
 func IsUnknown(r Record) bool { return errors.Is(r.Err, cluster.ErrOutcomeUnknown) }
 
-// maybeApplied reports whether r may have reached the log's counts without
-// the log deciding it: an unknown outcome, or an admission by fail_mode
-// local, which the leader imports.
-func maybeApplied(r Record) bool {
-	return IsUnknown(r) || r.Err == nil && r.D.Path == window.PathFailLocal && r.D.Allowed
+// MaybeApplied reports whether r may have reached the log's counts without
+// the log's decision reaching the caller: an unknown outcome, or any answer
+// by fail_mode (see the model above).
+func MaybeApplied(r Record) bool {
+	return IsUnknown(r) || r.Err == nil && r.D.Path != window.PathStrict && r.D.Path != window.PathLocal
 }
 
 // strictHistory turns the strict decisions and unknown outcomes among recs
@@ -190,7 +191,7 @@ func strictHistory(rules map[string]window.Rule, recs []Record) (history []porcu
 			d.Path = 0
 			history = append(history, porcupine.Operation{ClientId: r.Worker, Input: in, Call: r.Call,
 				Output: strictOut{d: d}, Return: r.Ret})
-		case maybeApplied(r):
+		case MaybeApplied(r):
 			unknown++
 			history = append(history, porcupine.Operation{ClientId: r.Worker, Input: in, Call: r.Call,
 				Output: strictOut{unknown: true}, Return: math.MaxInt64})
@@ -203,7 +204,7 @@ func strictHistory(rules map[string]window.Rule, recs []Record) (history []porcu
 type Linearizability struct {
 	Result porcupine.CheckResult
 	// Strict decisions, and Unknown: checks that may have been applied
-	// (unknown outcomes and fail-local admissions).
+	// (unknown outcomes and fail-mode answers).
 	Strict, Unknown int
 	Took            time.Duration
 	// Visualization is an HTML file showing an illegal history, if one was

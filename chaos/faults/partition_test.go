@@ -48,6 +48,7 @@ func TestBatchedPartition(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node fleet for ~15 s")
 	}
+	t.Parallel()
 	seed := seedFor(t)
 	const (
 		count  = 100
@@ -60,7 +61,7 @@ func TestBatchedPartition(t *testing.T) {
 	slack := int64(count/10 + apiRate*sync.Seconds()) // larger side: 2 nodes
 	rules := batchedRules(count, w, sync, window.Sliding)
 	f := startFleet(t, Options{Nodes: 3, Rules: rules, Seed: seed})
-	f.Net.AlignNext(w, 50*time.Millisecond)
+	hold(time.Duration(f.Net.AlignNext(w, 50*time.Millisecond) - f.Net.Now()))
 	sideA, sideB := []string{"n0", "n1"}, []string{"n2"}
 
 	load := f.Drive(Traffic{Rate: rate, Workers: 2, Pick: pickBatched, Seed: seed})
