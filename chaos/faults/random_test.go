@@ -27,16 +27,23 @@ func randomRules() []window.Rule {
 	}
 }
 
-func pickRandom(rng *rand.Rand) (string, string) {
-	switch p := rng.IntN(10); {
-	case p < 4:
-		return "api", "user:1"
-	case p < 7:
-		return "ledger", fmt.Sprintf("k%d", rng.IntN(4))
-	case p < 9:
-		return "s-local", "k"
-	default:
-		return "s-ledger", fmt.Sprintf("k%d", rng.IntN(2))
+// pickRandom chooses the randomized scenario's checks. The strict rules'
+// keys change every slice of the run (slice() says which): a check answered
+// by fail mode may yet reach the log at any later time, so every such
+// answer stays open in the linearizability check; fresh keys keep each
+// key's history, and the number of open checks in it, short.
+func pickRandom(slice func() int64) func(*rand.Rand) (string, string) {
+	return func(rng *rand.Rand) (string, string) {
+		switch p := rng.IntN(10); {
+		case p < 4:
+			return "api", "user:1"
+		case p < 7:
+			return "ledger", fmt.Sprintf("k%d", rng.IntN(4))
+		case p < 9:
+			return "s-local", fmt.Sprintf("k%d", slice())
+		default:
+			return "s-ledger", fmt.Sprintf("k%d-%d", slice(), rng.IntN(2))
+		}
 	}
 }
 
@@ -142,8 +149,9 @@ func TestRandomized(t *testing.T) {
 		tl = append(tl, netState{at: f.Net.Now(), groups: groups, lossy: lossy})
 	}
 
-	load := f.Drive(Traffic{Rate: rate, Workers: 3, Pick: pickRandom, Timeout: time.Second, Seed: seed})
 	start := f.Net.Now()
+	slice := func() int64 { return (f.Net.Now() - start) / int64(4*time.Second) }
+	load := f.Drive(Traffic{Rate: rate, Workers: 3, Pick: pickRandom(slice), Timeout: time.Second, Seed: seed})
 	ctx := context.Background()
 	checkedTo := window.Index(start, w) - 1
 	steps := 0
@@ -239,12 +247,13 @@ func TestRandomized(t *testing.T) {
 	hold(time.Second)
 	recs := load.Stop()
 	check(true)
-	final := append(peek(f, "s-ledger", "k0"), peek(f, "s-ledger", "k1")...)
+	var final []Record
+	for key := range admittedPerKey(recs, "s-ledger") {
+		final = append(final, peek(f, "s-ledger", key)...)
+	}
 	horizon := f.Net.Now()
 
-	if late := checkStrictAnswers(t, rules, recs); late > 0 {
-		t.Errorf("%d fail-mode answers came after the caller's deadline", late)
-	}
+	tm := checkStrictAnswers(t, rules, recs)
 	for _, r := range recs {
 		if (r.Rule == "api" || r.Rule == "ledger") && r.Err == nil && r.D.Path != window.PathLocal {
 			t.Fatalf("%s answered a batched check by path %v", r.Node, r.D.Path)
@@ -265,7 +274,7 @@ func TestRandomized(t *testing.T) {
 		t.Errorf("ledger views did not settle within 30 s of the traffic's end: %s\n%s", diff, describeViews(f, recs, "ledger"))
 	}
 	checkLedger(t, rules[3], recs, final)
-	v := CheckLinearizable(rules, append(recs, final...), horizon, 5*time.Minute)
+	v := CheckLinearizable(rules, append(recs, final...), horizon, time.Minute)
 	t.Logf("porcupine: %s over %d strict decisions and %d maybe-applied in %v", v.Result, v.Strict, v.Unknown, v.Took.Round(time.Millisecond))
 	switch v.Result {
 	case porcupine.Ok:
@@ -285,8 +294,8 @@ func TestRandomized(t *testing.T) {
 		}
 	}
 	st := f.Net.Stats()
-	t.Logf("%d steps over %s (%d kills), %d checks (%d skipped, node down): %v; re-formed %s after the final heal",
-		steps, secs(duration), len(kills), len(recs), load.Skipped(), paths, secs(reformed))
+	t.Logf("%d steps over %s (%d kills), %d checks (%d skipped, node down): %v; re-formed %s after the final heal; %v",
+		steps, secs(duration), len(kills), len(recs), load.Skipped(), paths, secs(reformed), tm)
 	t.Logf("switchboard: %d packets sent, %d cut, %d dropped; %d dials blocked; %d retransmits",
 		st.PacketsSent.Load(), st.PacketsCut.Load(), st.PacketsDropped.Load(), st.DialsBlocked.Load(), st.Retransmits.Load())
 	if t.Failed() {
