@@ -167,8 +167,30 @@ func (f *Fleet) Kill(name string) error {
 	m.node = nil
 	f.mu.Unlock()
 	f.Mark("kill " + name)
-	nd.Kill()
-	return nil
+	return stopWithin(nd, killTimeout)
+}
+
+// killTimeout bounds how long Kill waits for a node to stop. A crash is
+// instant; a node whose Kill blocks this long is stuck in its own shutdown,
+// and the scenario reports it rather than hanging.
+const killTimeout = time.Minute
+
+// stopWithin kills nd and waits up to within for it to stop. A node that
+// does not stop in time is left behind, still stopping.
+func stopWithin(nd *cluster.Node, within time.Duration) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nd.Kill()
+	}()
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("faults: kill %s: the node did not stop within %v", nd.Name(), within)
+	}
 }
 
 // Restart starts the named node again under its name, with its data
@@ -279,10 +301,11 @@ func (f *Fleet) Close() error {
 	f.mu.Unlock()
 	// Kill rather than Close: a clean leave across a cut would wait on
 	// peers that cannot answer, and the scenarios are over.
+	var errs []error
 	for _, nd := range nodes {
-		nd.Kill()
+		errs = append(errs, stopWithin(nd, killTimeout))
 	}
-	return f.Net.Close()
+	return errors.Join(append(errs, f.Net.Close())...)
 }
 
 // FormatEvents lists events relative to start, one a line.

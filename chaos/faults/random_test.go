@@ -168,9 +168,14 @@ func TestRandomized(t *testing.T) {
 		}
 	}
 
+	lastReport := start
 	for time.Duration(f.Net.Now()-start) < duration {
 		hold(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
 		steps++
+		if now := f.Net.Now(); time.Duration(now-lastReport) >= 30*time.Second {
+			lastReport = now
+			t.Logf("%s: step %d, %d kills, %d checks so far", secs(time.Duration(now-start)), steps, len(kills), len(load.Records()))
+		}
 		up := f.Up()
 		last := tl[len(tl)-1]
 		switch p := rng.IntN(100); {

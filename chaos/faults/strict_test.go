@@ -114,12 +114,16 @@ func (tm timing) String() string {
 }
 
 // checkStrictAnswers fails the test for an answer that is an error other
-// than an unknown outcome, that came by a path its rule cannot take, or
-// that its node decided by fail mode only at or after the caller's
-// deadline: the node must give up on the leader before the deadline, so
-// that its answer can still reach the caller. When an answer decided in
-// time reaches the caller depends on the scheduler, so that is only
-// counted.
+// than an unknown outcome or that came by a path its rule cannot take, and
+// when fail-mode answers were decided at or after the caller's deadline:
+// the node must give up on the leader before the deadline (10 % of the
+// time left, at most 100 ms), so that its answer still reaches the caller.
+// A node that waits for the deadline itself decides every one late; one
+// that keeps its margin may still miss it now and then on a loaded
+// machine, when the goroutine that gives up is not scheduled for the whole
+// margin, so one late answer in ten (plus one) is tolerated. When an answer
+// decided in time reaches the caller depends on the scheduler alone, so
+// that is only counted.
 func checkStrictAnswers(t *testing.T, rules []window.Rule, recs []Record) timing {
 	t.Helper()
 	byName := map[string]window.Rule{}
@@ -168,7 +172,7 @@ func checkStrictAnswers(t *testing.T, rules []window.Rule, recs []Record) timing
 			}
 		}
 	}
-	if tm.decidedLate > 0 {
+	if tm.decidedLate > tm.failMode/10+1 {
 		t.Errorf("%d of %d fail-mode answers were decided only at or after the caller's deadline", tm.decidedLate, tm.failMode)
 	}
 	return tm
