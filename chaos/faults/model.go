@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -238,4 +239,46 @@ func CheckLinearizable(rules []window.Rule, recs []Record, horizon int64, timeou
 		}
 	}
 	return v
+}
+
+// IllegalKeys checks the strict history of every (rule, key) on its own and
+// returns those whose history is not linearizable, as "rule/key": where to
+// look when the whole history is not.
+func IllegalKeys(rules []window.Rule, recs []Record, horizon int64, timeout time.Duration) []string {
+	type rk struct{ rule, key string }
+	by := map[rk][]Record{}
+	var order []rk
+	for _, r := range recs {
+		k := rk{r.Rule, r.Key}
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], r)
+	}
+	var bad []string
+	for _, k := range order {
+		if v := CheckLinearizable(rules, by[k], horizon, timeout); v.Result == porcupine.Illegal {
+			bad = append(bad, k.rule+"/"+k.key)
+		}
+	}
+	return bad
+}
+
+// DescribeHistory lists the checks of rule/key among recs, in call order,
+// relative to start: one line each, for a failure message.
+func DescribeHistory(recs []Record, rule, key string, start int64) string {
+	var b strings.Builder
+	ms := func(t int64) float64 { return float64(t-start) / 1e6 }
+	for _, r := range recs {
+		if r.Rule != rule || r.Key != key {
+			continue
+		}
+		fmt.Fprintf(&b, "  %s#%04x w%d call %.1f ret %.1f: ", r.Node, r.Boot%0x10000, r.Worker, ms(r.Call), ms(r.Ret))
+		if r.Err != nil {
+			fmt.Fprintf(&b, "error %v\n", r.Err)
+			continue
+		}
+		fmt.Fprintf(&b, "%v allowed=%v remaining=%d at %.1f\n", r.D.Path, r.D.Allowed, r.D.Remaining, ms(r.D.At))
+	}
+	return b.String()
 }

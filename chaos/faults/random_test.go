@@ -309,6 +309,7 @@ func TestRandomized(t *testing.T) {
 		t.Logf("porcupine gave no verdict within its time limit")
 	default:
 		t.Errorf("the strict history is %s, want linearizable; visualization: %s", v.Result, v.Visualization)
+		explainIllegal(t, rules, append(recs, final...), horizon)
 	}
 
 	paths := map[string]int{}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,8 +221,41 @@ func checkLinear(t *testing.T, rules []window.Rule, recs []Record, horizon int64
 	t.Logf("porcupine: %s over %d strict decisions and %d maybe applied in %v", v.Result, v.Strict, v.Unknown, v.Took.Round(time.Millisecond))
 	if v.Result != porcupine.Ok {
 		t.Errorf("the strict history is %s, want linearizable; visualization: %s", v.Result, v.Visualization)
+		if v.Result == porcupine.Illegal {
+			explainIllegal(t, rules, recs, horizon)
+		}
 	}
 	return v
+}
+
+// explainIllegal finds the keys whose own history is not linearizable and
+// logs the first one's checks, and writes every such key's checks to a file
+// kept after the test.
+func explainIllegal(t *testing.T, rules []window.Rule, recs []Record, horizon int64) {
+	t.Helper()
+	bad := IllegalKeys(rules, recs, horizon, time.Minute)
+	if len(bad) == 0 {
+		t.Logf("no single key's history is illegal on its own")
+		return
+	}
+	start := recs[0].Call
+	var all strings.Builder
+	for _, k := range bad {
+		rule, key, _ := strings.Cut(k, "/")
+		fmt.Fprintf(&all, "%s:\n%s\n", k, DescribeHistory(recs, rule, key, start))
+	}
+	path := ""
+	if f, err := os.CreateTemp("", "sluice-chaos-illegal-*.txt"); err == nil {
+		_, _ = f.WriteString(all.String())
+		f.Close()
+		path = f.Name()
+	}
+	rule, key, _ := strings.Cut(bad[0], "/")
+	lines := strings.SplitAfter(DescribeHistory(recs, rule, key, start), "\n")
+	if len(lines) > 120 {
+		lines = append(lines[:120], "  …\n")
+	}
+	t.Logf("illegal on their own: %v; all their checks (ms from the first call) in %s; %s:\n%s", bad, path, bad[0], strings.Join(lines, ""))
 }
 
 // TestStrictLeaderInMinority cuts the strict leader off from the other two
