@@ -19,18 +19,28 @@ import (
 // histories with: every strict check is one step of a sequential rate
 // limiter, applied at the time the leader stamped on its log entry. A
 // check whose outcome is unknown (cluster.ErrOutcomeUnknown) may or may not
-// have been applied, at any time after its call. So may every answer by
-// fail_mode: a check that gives up on the leader to answer within its
-// deadline may already be on its way into the log, and the caller is not
-// told which; and the leader brings what fail_mode local admitted into the
-// log once it can.
+// have been decided by the log, at any time after its call. So may every
+// answer by fail_mode: a check that gives up on the leader to answer within
+// its deadline may already be on its way into the log, and the caller is
+// not told which.
+//
+// An admission by fail_mode local is counted on its node, and the leader
+// later merges those counts into the log: the hit then lands in the window
+// the node counted it in, whether or not it fits (a merge, not a
+// decision), or nowhere if that window has passed. So such an admission
+// either never reaches the log, or is merged, or (if it was on its way to
+// the leader and its merge came too late to count) is decided by the log —
+// but once: a check counted twice is not explained.
 
 // strictIn is a check's input; call bounds when an unknown outcome could
-// have been decided.
+// have been decided. local marks an admission by fail_mode local, made at
+// localAt on its node's clock.
 type strictIn struct {
 	rule, key string
 	hits      int64
 	call      int64
+	local     bool
+	localAt   int64
 }
 
 // strictOut is a check's output: a decision (its Path cleared) and when the
@@ -64,7 +74,8 @@ func (s strictState) counts() window.Counts { return window.Counts{Prev: s.prev,
 // strictStep returns the states a check can lead to from s. A known outcome
 // leads to at most one: the rule's decision at the log's time must be the
 // one returned. An unknown outcome may not have been applied, or have been
-// admitted at a time from its call to horizon, in any window where it fits.
+// admitted at a time from its call to horizon, in any window where it fits;
+// a fail-local admission may also have been merged (see above).
 func strictStep(rules map[string]window.Rule, horizon int64, s strictState, in strictIn, out strictOut) []strictState {
 	r := rules[in.rule]
 	if !out.unknown {
@@ -89,6 +100,21 @@ func strictStep(rules map[string]window.Rule, horizon int64, s strictState, in s
 		return next
 	}
 	from := max(s.last, in.call)
+	if in.local {
+		// Merged at some moment from from on: it counts in its own window,
+		// as prev in the next, and not at all later.
+		own := window.Index(in.localAt, r.Window)
+		for w := max(window.Index(from, r.Window), own); w <= own+1 && window.Start(w, r.Window) <= horizon; w++ {
+			s2 := s.roll(w)
+			if w == own {
+				s2.curr += in.hits
+			} else {
+				s2.prev += in.hits
+			}
+			s2.last = max(from, window.Start(w, r.Window))
+			next = append(next, s2)
+		}
+	}
 	for w := window.Index(from, r.Window); window.Start(w, r.Window) <= horizon; w++ {
 		lo := max(from, window.Start(w, r.Window))
 		hi := min(window.Start(w+1, r.Window)-1, horizon)
@@ -184,7 +210,8 @@ func strictHistory(rules map[string]window.Rule, recs []Record) (history []porcu
 		if _, ok := rules[r.Rule]; !ok {
 			continue
 		}
-		in := strictIn{rule: r.Rule, key: r.Key, hits: r.Hits, call: r.Call}
+		in := strictIn{rule: r.Rule, key: r.Key, hits: r.Hits, call: r.Call,
+			local: r.Err == nil && r.D.Path == window.PathFailLocal && r.D.Allowed, localAt: r.D.At}
 		switch {
 		case IsStrict(r):
 			strict++
