@@ -57,7 +57,7 @@ func (m *membership) forget(n *memberlist.Node) {
 	delete(m.known, n.Name)
 	m.knownMu.Unlock()
 	if n.Name != m.n.cfg.Name {
-		m.reconnect.lost(n.Name, gossipAddr(n.Addr, n.Port), time.Now())
+		m.reconnect.lost(n.Name, gossipAddr(n.Addr, n.Port), append([]byte(nil), n.Meta...), time.Now())
 	}
 }
 

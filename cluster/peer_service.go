@@ -151,7 +151,7 @@ func (s *peerService) Members(ctx context.Context, _ *sluicev1.MembersRequest) (
 		resp.Members = append(resp.Members, memberOf(n, m.name, state, m.gossip, m.meta))
 	}
 	for name, f := range n.members.reconnect.failedMembers() {
-		resp.Members = append(resp.Members, memberOf(n, name, "failed", f.gossip, nil))
+		resp.Members = append(resp.Members, memberOf(n, name, "failed", f.gossip, f.meta))
 	}
 	return resp, nil
 }
