@@ -165,7 +165,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.replica = replica
 	loopCtx, cancel := context.WithCancel(context.Background())
-	n.cancel, n.done = cancel, loopCtx.Done()
+	n.cancel, n.done, n.loopCtx = cancel, loopCtx.Done(), loopCtx
 	n.peers = newPeerSet(n, loopCtx)
 	if err := n.start(ctx, loopCtx); err != nil {
 		return nil, errors.Join(err, n.Close())
@@ -262,6 +262,11 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 			return err
 		}
 		n.members = m
+	}
+	if n.server != nil {
+		n.server.serve(n.log)
+	}
+	if m := n.members; m != nil {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
@@ -272,7 +277,6 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 		m.join(joinCtx)
 		n.pullState(joinCtx)
 	}
-	n.loopCtx = loopCtx
 	if g := n.strictG.Load(); g != nil {
 		// Started once membership exists: the group finds its voters there.
 		n.wg.Add(1)
