@@ -34,28 +34,29 @@ const (
 	checkTimeout = 2 * time.Second
 )
 
+// config is the agents' config file; %[1]d is count.
 const config = `# Written by TestPartition: one batched and one strict rule.
 strict_timeout: 1   # seconds a strict check without a deadline waits for a leader
 rules:
   - name: api
-    count: 20
+    count: %[1]d
     time_window: 3600
     window_type: sliding
     sync_interval: 0.2
     allocation: adaptive
   - name: pay
-    count: 20
+    count: %[1]d
     time_window: 3600
     window_type: sliding
     sync_interval: -1
-    fail_mode: local   # without a leader: enforce count on this node alone
+    fail_mode: local   # without a leader: enforce count from this node's own view
 `
 
 // Generous bounds on the cluster's own timing: how long gossip and Raft
 // take to notice a change. They stop a broken run; they are not measured.
 const (
 	formLimit     = 60 * time.Second // three agents list each other, a leader serves
-	noticeLimit   = 60 * time.Second // the majority drops the cut-off node
+	noticeLimit   = 60 * time.Second // each side of the cut drops the other
 	electionLimit = 30 * time.Second // the majority decides strict rules again
 	settleLimit   = 30 * time.Second // batched views take in a sync
 	healLimit     = 60 * time.Second // the healed node is listed alive again
@@ -86,7 +87,7 @@ func TestPartition(t *testing.T) {
 	bin := buildSluice(t)
 	built := time.Now()
 	cfg := filepath.Join(t.TempDir(), "sluice.yaml")
-	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, config, count), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f := startFleet(t, bin, cfg, tp)
