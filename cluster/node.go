@@ -104,7 +104,9 @@ type Config struct {
 type Node struct {
 	cfg     Config
 	log     *slog.Logger
-	now     func() int64
+	now     func() int64 // the fleet's clock: ownNow corrected by skew
+	ownNow  func() int64 // this node's own clock
+	skew    *skewWatch
 	clock   *wallClock
 	self    counter.Incarnation
 	hash    atomic.Uint64 // of the rules, for drift detection
@@ -148,10 +150,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), clock: newWallClock(), metrics: newMetrics(),
 		wake: make(chan struct{}, 1)}
-	n.now = cfg.Now
-	if n.now == nil {
-		n.now = n.clock.Now
+	n.ownNow = cfg.Now
+	if n.ownNow == nil {
+		n.ownNow = n.clock.Now
 	}
+	n.skew = newSkewWatch(cfg.Rules)
+	n.now = func() int64 { return n.ownNow() + n.skew.fix.Load() }
 	n.self = counter.Incarnation{Node: cfg.Name, Boot: newBootID()}
 	n.metrics.Members.Store(1)
 	n.hash.Store(rulesHash(cfg.Rules))
@@ -480,6 +484,7 @@ func (n *Node) Reload(ctx context.Context, rules []window.Rule) error {
 		}
 	}
 	n.cfg.Rules = append([]window.Rule(nil), rules...)
+	n.skew.setRules(rules)
 	n.hash.Store(rulesHash(rules))
 	if n.members != nil {
 		if err := n.members.updateMeta(); err != nil {
