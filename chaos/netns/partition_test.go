@@ -22,10 +22,15 @@ const (
 	strictRule  = "pay" // sync_interval -1: decided through the Raft log
 	count       = 20
 
-	// batchedSlack is how far above count a batched rule may admit over one
-	// key: adaptive allocation aims at the limit, and a claim taken just as
-	// a peer's arrives may cross it by a hit.
-	batchedSlack = 1
+	// batchedSlack is how far above count two or three nodes may admit
+	// over one key of the batched rule. A node claims budget from a view
+	// that lags its peers' by a sync or more, so claims can overlap when
+	// deltas are late: with race-built agents on 2 cores at a load average
+	// of 10, a fresh key right after the fleet formed took up to 24 of 20.
+	// The bound catches a fleet that stops subtracting its peers (each node
+	// admitting its own count: 40 or 60), not the lag of a loaded machine.
+	// A lone node decides from its own exact counts and gets no slack.
+	batchedSlack = count / 4
 
 	// checkTimeout is the deadline `sluice check` gives each call. A
 	// strict check that carries a deadline waits for a leader until just
@@ -162,7 +167,7 @@ func TestPartition(t *testing.T) {
 
 	// Each side of the batched rule admits at most count.
 	atMost(t, "during the partition, batched rule, b and c", f.spend(t, rest, batchedRule, "part", 30), count+batchedSlack)
-	atMost(t, "during the partition, batched rule, a", f.spend(t, []nsNode{cut}, batchedRule, "part", 30), count+batchedSlack)
+	atMost(t, "during the partition, batched rule, a", f.spend(t, []nsNode{cut}, batchedRule, "part", 30), count)
 
 	// A key spent a little on both sides, whose views differ while the
 	// partition lasts and must agree once it heals.
@@ -239,6 +244,24 @@ func admitted(ds []decision) int {
 	return n
 }
 
+// byNode says how many of ds each node admitted, in the order the nodes
+// first appear.
+func byNode(ds []decision) string {
+	var order []string
+	per := map[string]int{}
+	for _, d := range ds {
+		if _, ok := per[d.node]; !ok {
+			order = append(order, d.node)
+		}
+		per[d.node] += admitted([]decision{d})
+	}
+	parts := make([]string, len(order))
+	for i, name := range order {
+		parts[i] = fmt.Sprintf("%s %d", name, per[name])
+	}
+	return strings.Join(parts, ", ")
+}
+
 // failed returns the checks that did not get a decision.
 func failed(ds []decision) []decision {
 	var out []decision
@@ -259,9 +282,9 @@ func atMost(t *testing.T, what string, ds []decision, limit int) {
 	}
 	n := admitted(ds)
 	if n > limit {
-		t.Errorf("%s: admitted %d of %d, want at most %d", what, n, len(ds), limit)
+		t.Errorf("%s: admitted %d of %d (%s), want at most %d", what, n, len(ds), byNode(ds), limit)
 	}
-	t.Logf("%s: admitted %d of %d (at most %d)", what, n, len(ds), limit)
+	t.Logf("%s: admitted %d of %d (%s; at most %d)", what, n, len(ds), byNode(ds), limit)
 }
 
 // exact checks that every check of the strict rule, sent one after the
