@@ -23,7 +23,7 @@ import (
 const (
 	grpcPort   = "7070"
 	gossipPort = "7946"
-	httpPort   = "8070"
+	httpPort   = "8070" // /metrics and /healthz, for a look by hand
 )
 
 // cliTimeout bounds one `sluice check` or `sluice members` process from the
@@ -69,7 +69,6 @@ type agent struct {
 // CLI in a node's namespace.
 type fleet struct {
 	bin    string
-	tp     *topology
 	agents []*agent
 }
 
@@ -78,7 +77,7 @@ type fleet struct {
 // gets SIGTERM and, if it is still running after stopGrace, SIGKILL.
 func startFleet(t *testing.T, bin, cfg string, tp *topology) *fleet {
 	t.Helper()
-	f := &fleet{bin: bin, tp: tp}
+	f := &fleet{bin: bin}
 	logs := t.TempDir()
 	seed := tp.nodes[0].ip + ":" + gossipPort
 	t.Cleanup(func() {
