@@ -109,14 +109,12 @@ func newTopology(t *testing.T, names ...string) *topology {
 	return tp
 }
 
-// staleName matches the namespaces newTopology makes; the number is the
-// process that made them.
-var staleName = regexp.MustCompile(`^sluice-([0-9]+)-[a-z]+$`)
-
 // sweepStale deletes the namespaces of earlier runs whose process is gone:
 // a run killed before its cleanup (a test timeout) leaves them behind.
 func sweepStale(t *testing.T) {
 	t.Helper()
+	// The names newTopology makes; the number is the process that made them.
+	staleName := regexp.MustCompile(`^sluice-([0-9]+)-[a-z]+$`)
 	out, err := ip(context.Background(), "netns", "list")
 	if err != nil {
 		return // newTopology skips or fails with the reason
