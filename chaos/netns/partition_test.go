@@ -68,10 +68,10 @@ const (
 )
 
 // partitionHold is how long the cut lasts after the majority has dropped
-// the node: longer than the 30 s memberlist keeps gossiping to a dead node
-// (GossipToTheDeadTime, LAN config), so that the heal is not found by that
-// gossip but by the nodes reaching out again for members they lost.
-const partitionHold = 35 * time.Second
+// the node: a minute, twice the 30 s memberlist keeps gossiping to a dead
+// node (GossipToTheDeadTime, LAN config), so that the heal is not found by
+// that gossip but by the nodes reaching out again for members they lost.
+const partitionHold = 60 * time.Second
 
 // TestPartition runs three agents, a, b and c, each in its own network
 // namespace on one bridge, cuts a off, and heals it. a is the lowest name,
