@@ -33,6 +33,8 @@ type membership struct {
 	// event callbacks, which memberlist runs under its lock.
 	knownMu sync.Mutex
 	known   map[string]memberCopy
+
+	reconnect *reconnector
 }
 
 // memberCopy is what the node keeps of a member.
@@ -40,21 +42,23 @@ type memberCopy struct {
 	name   string
 	gossip string
 	meta   []byte
-	state  memberlist.NodeStateType
 }
 
 func (m *membership) remember(n *memberlist.Node) {
-	c := memberCopy{name: n.Name, gossip: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
-		meta: append([]byte(nil), n.Meta...), state: n.State}
+	c := memberCopy{name: n.Name, gossip: gossipAddr(n.Addr, n.Port), meta: append([]byte(nil), n.Meta...)}
 	m.knownMu.Lock()
 	m.known[n.Name] = c
 	m.knownMu.Unlock()
+	m.reconnect.back(n.Name)
 }
 
 func (m *membership) forget(n *memberlist.Node) {
 	m.knownMu.Lock()
 	delete(m.known, n.Name)
 	m.knownMu.Unlock()
+	if n.Name != m.n.cfg.Name {
+		m.reconnect.lost(n.Name, gossipAddr(n.Addr, n.Port), append([]byte(nil), n.Meta...), time.Now())
+	}
 }
 
 // members returns copies of the members known to be alive, this node among
@@ -95,7 +99,7 @@ func (m *membership) updateMeta() error {
 }
 
 func newMembership(n *Node) (*membership, error) {
-	m := &membership{n: n, changed: make(chan struct{}, 1), known: map[string]memberCopy{}}
+	m := &membership{n: n, changed: make(chan struct{}, 1), known: map[string]memberCopy{}, reconnect: newReconnector()}
 	grpcAddr := n.cfg.GRPCAdvertiseAddr
 	if grpcAddr == "" {
 		grpcAddr = n.server.addr()
@@ -137,6 +141,9 @@ func newMembership(n *Node) (*membership, error) {
 	// A restarted node may come back on another address under its name.
 	mc.DeadNodeReclaimTime = time.Second
 	mc.Logger = log.New(&levelLog{log: n.log.With("component", "memberlist"), quietWarn: true}, "", 0)
+	if n.cfg.gossipTuning != nil {
+		n.cfg.gossipTuning(mc)
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: gossip on %s: %w", n.cfg.BindAddr, err)
@@ -217,24 +224,23 @@ func resolveSeeds(ctx context.Context, seeds []string, log *slog.Logger) []strin
 	return out
 }
 
-// run refreshes the peer set whenever membership changes, and retries the
-// seeds while the node is alone.
+// run refreshes the peer set whenever membership changes, and reconnects
+// failed members and seeds until ctx ends.
 func (m *membership) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.reconnectLoop(ctx)
+	}()
 	m.refresh()
-	retry := time.NewTicker(5 * time.Second)
-	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.changed:
 			m.refresh()
-		case <-retry.C:
-			if m.ml.NumMembers() <= 1 && len(m.n.cfg.Join) > 0 {
-				if joined, _ := m.ml.Join(resolveSeeds(ctx, m.n.cfg.Join, m.n.log)); joined > 0 {
-					m.refresh()
-				}
-			}
 		}
 	}
 }

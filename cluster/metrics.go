@@ -14,6 +14,11 @@ type Metrics struct {
 	Members, Peers atomic.Int64
 	// DriftedMembers are members whose rule set differs from this node's.
 	DriftedMembers atomic.Int64
+	// Saves are the times a node with a data dir saved its changed counts.
+	Saves atomic.Int64
+	// Reconnects are joins to a failed member or a missing seed that
+	// reached it: heals of a split fleet or a restarted seed.
+	Reconnects atomic.Int64
 	// Sync traffic out: messages, entries and bytes written to peers;
 	// deltas dropped for a slow peer; streams that broke.
 	DeltasSent, EntriesSent, BytesSent, DeltasDropped, StreamResets atomic.Int64
@@ -23,6 +28,9 @@ type Metrics struct {
 	// Strict mode: log entries this node committed as leader, the checks
 	// they held, and checks answered by fail_mode for want of a leader.
 	StrictEntries, StrictChecks, StrictFailovers atomic.Int64
+	// StrictInFlightFailovers are the fail-mode answers given while the
+	// check was on its way to a leader that did not answer in time.
+	StrictInFlightFailovers atomic.Int64
 }
 
 func newMetrics() *Metrics { return &Metrics{} }
@@ -37,6 +45,8 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"sluice_members", "gauge", "Cluster members seen by this node, itself included.", &m.Members},
 		{"sluice_peers", "gauge", "Peers this node streams deltas to.", &m.Peers},
 		{"sluice_rules_drift_members", "gauge", "Members whose rule set differs from this node's.", &m.DriftedMembers},
+		{"sluice_saves_total", "counter", "Times the node saved its changed counts to its data dir.", &m.Saves},
+		{"sluice_reconnects_total", "counter", "Joins to a failed member or a missing seed that reached it.", &m.Reconnects},
 		{"sluice_sync_deltas_sent_total", "counter", "Delta messages written to peers.", &m.DeltasSent},
 		{"sluice_sync_entries_sent_total", "counter", "Entries written to peers.", &m.EntriesSent},
 		{"sluice_sync_bytes_sent_total", "counter", "Bytes of delta messages written to peers.", &m.BytesSent},
@@ -49,6 +59,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"sluice_strict_entries_total", "counter", "Raft log entries committed while leading.", &m.StrictEntries},
 		{"sluice_strict_checks_total", "counter", "Strict checks decided in those entries.", &m.StrictChecks},
 		{"sluice_strict_failovers_total", "counter", "Strict checks answered by fail_mode for want of a leader.", &m.StrictFailovers},
+		{"sluice_strict_inflight_failovers_total", "counter", "Strict checks answered by fail_mode while on their way to a leader that did not answer in time.", &m.StrictInFlightFailovers},
 	} {
 		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", x.name, x.help, x.name, x.kind, x.name, x.v.Load()); err != nil {
 			return err

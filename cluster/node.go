@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
 	"github.com/sluicehq/sluice/counter"
@@ -49,6 +50,13 @@ type Config struct {
 	// JoinTimeout bounds how long Start tries the seeds and pulls state
 	// from a peer before it serves anyway. Default 10s.
 	JoinTimeout time.Duration
+	// ReconnectInterval is how often the node tries the seeds it is not
+	// joined to and a member that failed, so that a split fleet merges
+	// again and a restarted seed is found. Default 5s.
+	ReconnectInterval time.Duration
+	// ReconnectTimeout is how long a failed member is retried before it is
+	// forgotten. Default 24h.
+	ReconnectTimeout time.Duration
 
 	// RaftAddr is where the Raft transport of strict mode listens
 	// (HOST:PORT); default the gRPC host on a free port. Only nodes with
@@ -66,6 +74,10 @@ type Config struct {
 
 	// DataDir keeps state across restarts; empty keeps everything in memory.
 	DataDir string
+	// PersistInterval is how often a node with a DataDir saves the counts
+	// that changed: a crash (kill -9, power loss of the process) loses at
+	// most what the node admitted in the last interval. Default 250ms.
+	PersistInterval time.Duration
 	// ShutdownTimeout bounds how long Close waits for in-flight gRPC calls.
 	// Default 5s.
 	ShutdownTimeout time.Duration
@@ -77,6 +89,10 @@ type Config struct {
 	// Network carries the node's traffic; nil is the host's TCP and UDP.
 	// Fault tests run nodes on a network that partitions, drops and delays.
 	Network Network
+
+	// gossipTuning, set only by tests, adjusts memberlist's timings (a
+	// failure timeout of seconds rather than tens of seconds).
+	gossipTuning func(*memberlist.Config)
 
 	// strictOverAdmit, set only by tests, makes the strict state machine
 	// admit that many hits past the count: a deliberately broken FSM that
@@ -104,6 +120,8 @@ type Node struct {
 	cancel  context.CancelFunc
 	loopCtx context.Context // lives until Close; owns the node's loops
 	done    <-chan struct{} // closed when the node starts closing
+
+	changed atomic.Bool // counts changed since the last save
 
 	rulesMu sync.Mutex    // serialises Reload; guards cfg.Rules
 	wake    chan struct{} // reschedules the tick loop, e.g. when peers change
@@ -167,6 +185,15 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.JoinTimeout <= 0 {
 		cfg.JoinTimeout = 10 * time.Second
+	}
+	if cfg.PersistInterval <= 0 {
+		cfg.PersistInterval = defaultPersistInterval
+	}
+	if cfg.ReconnectInterval <= 0 {
+		cfg.ReconnectInterval = defaultReconnectInterval
+	}
+	if cfg.ReconnectTimeout <= 0 {
+		cfg.ReconnectTimeout = defaultReconnectTimeout
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 5 * time.Second
@@ -255,6 +282,10 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 	}
 	n.wg.Add(1)
 	go n.tickLoop(loopCtx)
+	if n.store != nil {
+		n.wg.Add(1)
+		go n.persistLoop(loopCtx)
+	}
 	return nil
 }
 
@@ -310,7 +341,11 @@ func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.
 			return g.check(ctx, r, key, hits)
 		}
 	}
-	return n.replica.Allow(n.now(), rule, key, hits)
+	d, err := n.replica.Allow(n.now(), rule, key, hits)
+	if d.Allowed && hits > 0 {
+		n.changed.Store(true)
+	}
+	return d, err
 }
 
 // Check reports the error Allow would return for a check (unknown rule,
@@ -418,7 +453,10 @@ func (n *Node) rulesHash() uint64 { return n.hash.Load() }
 // A rule turning strict brings its counts into the Raft log; a rule leaving
 // strict takes the log's counts back to every node's batched table. Reload
 // every node of a fleet: until the strict leader has reloaded, a rule it
-// does not know as strict answers strict checks by its fail_mode.
+// does not know as strict answers strict checks by its fail_mode, and
+// fail_mode local then decides from the counts the fleet reported, not from
+// zero; the leader's log counts what nodes still treating a rule as batched
+// admit.
 func (n *Node) Reload(ctx context.Context, rules []window.Rule) error {
 	if len(rules) == 0 {
 		return errors.New("sluice: reload has no rules")

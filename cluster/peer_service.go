@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/hashicorp/memberlist"
 	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 )
@@ -75,6 +74,8 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 			return status.Error(codes.InvalidArgument, "a node cannot sync with itself")
 		}
 		res, err := n.replica.Receive(n.now(), d)
+		n.changed.Store(true)
+		n.noteOutside(d)
 		if err != nil {
 			n.metrics.DeltasRejected.Add(1)
 			n.log.Warn("rejected a delta", "err", err)
@@ -137,29 +138,29 @@ func (s *peerService) Members(ctx context.Context, _ *sluicev1.MembersRequest) (
 	if n.members == nil {
 		return resp, nil
 	}
-	for _, m := range n.members.members() {
+	members := n.members.members()
+	suspect := n.members.unreachable(ctx, members)
+	for _, m := range members {
 		if m.name == n.cfg.Name {
 			continue
 		}
-		mem := &sluicev1.Member{Name: m.name, State: stateName(m.state), GossipAddr: m.gossip}
-		if meta, err := decodeMeta(m.meta); err == nil {
-			mem.GrpcAddr, mem.Boot, mem.RulesHash, mem.RulesMatch = meta.grpcAddr, meta.boot, meta.rulesHash, meta.rulesHash == n.rulesHash()
+		state := "alive"
+		if suspect[m.name] {
+			state = "suspect"
 		}
-		resp.Members = append(resp.Members, mem)
+		resp.Members = append(resp.Members, memberOf(n, m.name, state, m.gossip, m.meta))
+	}
+	for name, f := range n.members.reconnect.failedMembers() {
+		resp.Members = append(resp.Members, memberOf(n, name, "failed", f.gossip, f.meta))
 	}
 	return resp, nil
 }
 
-func stateName(s memberlist.NodeStateType) string {
-	switch s {
-	case memberlist.StateAlive:
-		return "alive"
-	case memberlist.StateSuspect:
-		return "suspect"
-	case memberlist.StateDead:
-		return "dead"
-	case memberlist.StateLeft:
-		return "left"
+// memberOf describes a member for Members.
+func memberOf(n *Node, name, state, gossip string, meta []byte) *sluicev1.Member {
+	mem := &sluicev1.Member{Name: name, State: state, GossipAddr: gossip}
+	if m, err := decodeMeta(meta); err == nil {
+		mem.GrpcAddr, mem.Boot, mem.RulesHash, mem.RulesMatch = m.grpcAddr, m.boot, m.rulesHash, m.rulesHash == n.rulesHash()
 	}
-	return "unknown"
+	return mem
 }

@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -12,6 +14,34 @@ import (
 
 // countsKey is where a node's counts are kept in its store.
 var countsKey = []byte("counters/snapshot")
+
+// defaultPersistInterval bounds what a crash loses: the admissions of at
+// most this long.
+const defaultPersistInterval = 250 * time.Millisecond
+
+// persistLoop saves the counts every PersistInterval while they change, so
+// that a crash, which skips Close, loses at most one interval's admissions.
+func (n *Node) persistLoop(ctx context.Context) {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.PersistInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !n.changed.Swap(false) {
+			continue
+		}
+		if err := n.persist(); err != nil {
+			n.changed.Store(true)
+			n.log.Warn("saving counts", "err", err)
+			continue
+		}
+		n.metrics.Saves.Add(1)
+	}
+}
 
 // persist saves every count the node holds for live windows, so that a
 // restart keeps them.

@@ -64,7 +64,6 @@ type strictGroup struct {
 	ownLogs bool
 	addr    string // the Raft address peers dial
 
-	backstop *counter.Replica // fail_mode local: this node alone
 	// rules are the strict rules of this node's configuration, by name;
 	// the leader brings the log's rules in line with its own (syncRules).
 	rules atomic.Pointer[map[string]window.Rule]
@@ -76,6 +75,12 @@ type strictGroup struct {
 
 	mu       sync.Mutex
 	deadSeen map[raft.ServerID]time.Time // voters not alive, since when
+
+	hasGroup atomic.Bool // this node bootstrapped a group, or its log holds one
+	// outside is set when counts of a strict rule change outside the log:
+	// a fail-local admission here, or a peer's report. The leader then
+	// brings them into the log (importOutside).
+	outside atomic.Bool
 }
 
 // strictPending is checks waiting for their decisions together: one check
@@ -123,7 +128,7 @@ func strictRules(rules []window.Rule) ([]window.Rule, map[string]window.Rule) {
 }
 
 func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictGroup, error) {
-	strict, byName := strictRules(rules)
+	_, byName := strictRules(rules)
 	g := &strictGroup{n: n, deadSeen: map[raft.ServerID]time.Time{},
 		lead: make(chan *strictPending, strictMaxBatch), fwd: make(chan *strictPending, strictMaxBatch)}
 	g.rules.Store(&byName)
@@ -135,9 +140,6 @@ func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictG
 	}
 	fsm.overAdmit = n.cfg.strictOverAdmit
 	g.fsm = fsm
-	if g.backstop, err = counter.NewReplica(counter.Config{Self: n.self, Rules: strict, Start: n.now()}); err != nil {
-		return nil, err
-	}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(n.cfg.Name)
@@ -248,11 +250,17 @@ func (g *strictGroup) listen() error {
 func (g *strictGroup) bootstrap() {
 	err := g.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 		ID: raft.ServerID(g.n.cfg.Name), Address: raft.ServerAddress(g.addr), Suffrage: raft.Voter}}}).Error()
-	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+	switch {
+	case errors.Is(err, raft.ErrCantBootstrap):
+		// The log already holds a group: this node waits to be added back
+		// rather than trying again every tick.
+		g.hasGroup.Store(true)
+	case err != nil:
 		g.n.log.Warn("strict bootstrap failed", "err", err)
-		return
+	default:
+		g.hasGroup.Store(true)
+		g.n.log.Info("strict group bootstrapped", "raft_addr", g.addr)
 	}
-	g.n.log.Info("strict group bootstrapped", "raft_addr", g.addr)
 }
 
 // run drives the batcher, the forwarder and, in a cluster, the voter set.
@@ -311,21 +319,54 @@ func (g *strictGroup) isVoter() bool {
 	return false
 }
 
-// check decides one strict check: through the log when a leader is
-// reachable within ctx's deadline (or the default strict timeout), else as
-// the rule's fail_mode says.
+// check decides one strict check: through the log when a leader answers in
+// time, else as the rule's fail_mode says. The fail-mode answer comes before
+// the caller's deadline (or the default strict timeout), not after it.
 func (g *strictGroup) check(ctx context.Context, rule window.Rule, key string, hits int64) (window.Decision, error) {
-	d, _, err := g.checkAt(ctx, rule, key, hits)
-	return d, err
+	a := g.checkAt(ctx, rule, key, hits)
+	return a.d, a.err
 }
 
-// checkAt is check that also returns the log's time of a strict decision
-// (Unix nanoseconds; 0 for any other answer). Tests check histories with it.
-func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string, hits int64) (window.Decision, int64, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, g.n.cfg.StrictTimeout)
-		defer cancel()
+// strictAnswer is what checkAt found for one check.
+type strictAnswer struct {
+	d   window.Decision
+	at  int64 // the log's time of a strict decision (Unix nanoseconds); 0 otherwise
+	err error
+	// sent marks a fail-mode answer given while the check was on its way
+	// to the leader: the log may yet count it. Tests model such checks as
+	// maybe applied.
+	sent bool
+}
+
+// giveUpMargin is the share of a caller's remaining time kept back to
+// answer by the fail mode, within [minGiveUpMargin, maxGiveUpMargin]: enough
+// to decide locally and send the answer before the caller stops listening.
+const (
+	giveUpMargin    = 10 // percent
+	minGiveUpMargin = 2 * time.Millisecond
+	maxGiveUpMargin = 100 * time.Millisecond
+)
+
+// giveUpAt returns when a check must stop waiting for the leader so that its
+// fail-mode answer still reaches the caller: a margin before ctx's deadline,
+// or the strict timeout from now when ctx has none.
+func giveUpAt(ctx context.Context, now time.Time, timeout time.Duration) time.Time {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return now.Add(timeout)
+	}
+	margin := min(max(deadline.Sub(now)*giveUpMargin/100, minGiveUpMargin), maxGiveUpMargin)
+	return deadline.Add(-margin)
+}
+
+// checkAt is check with the log's time of a strict decision, and whether a
+// fail-mode answer came while the check was in flight.
+func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string, hits int64) strictAnswer {
+	wait, cancel := context.WithDeadline(ctx, giveUpAt(ctx, time.Now(), g.n.cfg.StrictTimeout))
+	defer cancel()
+	failMode := func(sent bool) strictAnswer {
+		d, err := g.failMode(rule, key, hits)
+		return strictAnswer{d: d, err: err, sent: sent}
 	}
 	p := &strictPending{
 		checks: []*sluicev1.StrictCheck{{Id: g.n.self.Boot ^ g.nextID.Add(1), Rule: rule.Name, Key: key, Hits: hits}},
@@ -335,33 +376,40 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 		q := g.fwd
 		if g.raft.State() == raft.Leader {
 			q = g.lead
-		} else if g.leader(ctx) == "" {
+		} else if g.leader(wait) == "" {
 			// No leader known: wait a little for an election, then fail over.
 			select {
-			case <-ctx.Done():
-				return withoutTime(g.failMode(rule, key, hits))
+			case <-wait.Done():
+				return failMode(false)
 			case <-time.After(20 * time.Millisecond):
 				continue
 			}
 		}
 		select {
 		case q <- p:
-		case <-ctx.Done():
-			return withoutTime(g.failMode(rule, key, hits))
+		case <-wait.Done():
+			return failMode(false)
 		}
 		var out strictOutcome
 		select {
 		case out = <-p.done:
-		case <-ctx.Done():
+		case <-wait.Done():
 			if p.withdraw() {
 				// Still queued: it was never sent, so the fail mode answers.
-				return withoutTime(g.failMode(rule, key, hits))
+				return failMode(false)
 			}
 			// An answer may have arrived together with the deadline.
 			select {
 			case out = <-p.done:
 			default:
-				return window.Decision{}, 0, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+				if ctx.Err() != nil {
+					return strictAnswer{err: fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())}
+				}
+				// The leader has not answered in time: the caller still
+				// gets the fail mode's answer, though the log may count
+				// the check too.
+				g.n.metrics.StrictInFlightFailovers.Add(1)
+				return failMode(true)
 			}
 		}
 		switch {
@@ -370,27 +418,25 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 			if strings.HasPrefix(sd.GetError(), counter.ErrUnknownRule.Error()) {
 				// The log does not know the rule yet: the leader has not
 				// taken this node's configuration. Answer as without a leader.
-				return withoutTime(g.failMode(rule, key, hits))
+				return failMode(false)
 			}
 			d, err := fromStrict(sd)
-			return d, sd.GetDecidedAt(), err
+			return strictAnswer{d: d, at: sd.GetDecidedAt(), err: err}
 		case errors.Is(out.err, errNoLeader):
 			// Nothing was appended: try again shortly, or fail over at the
 			// deadline.
 			select {
-			case <-ctx.Done():
-				return withoutTime(g.failMode(rule, key, hits))
+			case <-wait.Done():
+				return failMode(false)
 			case <-time.After(20 * time.Millisecond):
 			}
 			p.done = make(chan strictOutcome, 1)
 			p.state.Store(pendingQueued)
 			continue
 		}
-		return window.Decision{}, 0, out.err
+		return strictAnswer{err: out.err}
 	}
 }
-
-func withoutTime(d window.Decision, err error) (window.Decision, int64, error) { return d, 0, err }
 
 // errNoLeader means a check was not appended anywhere: safe to retry.
 var errNoLeader = errors.New("no strict leader")
@@ -413,7 +459,14 @@ func (g *strictGroup) failMode(rule window.Rule, key string, hits int64) (window
 	case window.FailClosed:
 		return window.Decision{Limit: rule.Count, RetryAfter: g.n.cfg.StrictTimeout, Path: window.PathFailClosed, At: g.n.now()}, nil
 	}
-	d, err := g.backstop.Allow(g.n.now(), rule.Name, key, hits)
+	// From the node's own view, not from zero: it holds what this node and
+	// the peers it reaches admitted outside the log, and the counts the
+	// rule had when it turned strict.
+	d, err := g.n.replica.Allow(g.n.now(), rule.Name, key, hits)
+	if d.Allowed && hits > 0 {
+		g.n.changed.Store(true)
+		g.outside.Store(true)
+	}
 	d.Path = window.PathFailLocal
 	return d, err
 }
@@ -683,6 +736,7 @@ func (g *strictGroup) reconcileLoop(ctx context.Context) {
 		switch {
 		case g.raft.State() == raft.Leader:
 			g.syncRules(ctx)
+			g.importOutside(ctx)
 			if g.n.members != nil {
 				g.reconcile()
 			}
@@ -775,7 +829,7 @@ func (g *strictGroup) reconcile() {
 // maybeBootstrap starts a group when none exists: only the lowest-named live
 // member does, and only when no peer knows of a leader.
 func (g *strictGroup) maybeBootstrap(ctx context.Context) {
-	if addr, _ := g.raft.LeaderWithID(); addr != "" {
+	if addr, _ := g.raft.LeaderWithID(); addr != "" || g.hasGroup.Load() {
 		return
 	}
 	cf := g.raft.GetConfiguration()

@@ -30,7 +30,13 @@ func (n *Node) allowAt(ctx context.Context, rule, key string, hits int64) (windo
 	if err := n.replica.Check(rule, key, hits); err != nil {
 		return window.Decision{}, 0, err
 	}
-	return n.strictG.Load().checkAt(ctx, r, key, hits)
+	a := n.strictG.Load().checkAt(ctx, r, key, hits)
+	if a.sent {
+		// The log may count a check answered by the fail mode in flight:
+		// histories model it as an unknown outcome.
+		return a.d, 0, fmt.Errorf("%w: answered %v while in flight", ErrOutcomeUnknown, a.d.Path)
+	}
+	return a.d, a.at, a.err
 }
 
 // strictCounts returns the strict state machine's counts of key under rule,

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -110,10 +109,52 @@ func onlyRules(d *counter.Delta, names map[string]bool) *counter.Delta {
 
 // setRules gives the group this node's new strict rules.
 func (g *strictGroup) setRules(rules []window.Rule, now int64) error {
-	strict, byName := strictRules(rules)
-	if err := g.backstop.SetRules(strict, now); err != nil {
-		return fmt.Errorf("sluice: %w", err)
-	}
+	_, byName := strictRules(rules)
 	g.rules.Store(&byName)
 	return nil
+}
+
+// importOutside, on the leader, appends to the log the counts this node
+// holds for the log's rules that were admitted outside it: by peers that
+// still treat a rule as batched during a rolling reload, and by fail-local
+// answers during a partition. The log's own admissions are kept under the
+// log's incarnation and merging is a per-incarnation maximum, so importing
+// again counts nothing twice.
+func (g *strictGroup) importOutside(ctx context.Context) {
+	if !g.outside.Swap(false) {
+		return
+	}
+	names := map[string]bool{}
+	for _, r := range g.fsm.ruleList() {
+		names[r.Name] = true
+	}
+	now := max(g.n.now(), g.fsm.time())
+	d := onlyRules(g.n.replica.Snapshot(now), names)
+	if len(d.Rules) == 0 {
+		return
+	}
+	data, err := proto.Marshal(&sluicev1.StrictBatch{Now: now, Seed: encodeDelta(d)})
+	if err == nil {
+		err = g.raft.Apply(data, time.Second).Error()
+	}
+	if err != nil {
+		g.outside.Store(true)
+		g.n.log.Debug("importing counts from outside the log", "err", err)
+	}
+}
+
+// noteOutside marks the strict group when a peer's delta carries counts of
+// a rule this node's log decides, for the leader to import.
+func (n *Node) noteOutside(d *counter.Delta) {
+	g := n.strictG.Load()
+	if g == nil {
+		return
+	}
+	rules := *g.rules.Load()
+	for _, rd := range d.Rules {
+		if _, ok := rules[rd.Rule]; ok && len(rd.Entries) > 0 {
+			g.outside.Store(true)
+			return
+		}
+	}
 }

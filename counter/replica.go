@@ -70,9 +70,6 @@ func NewReplica(cfg Config) (*Replica, error) {
 		rule := cfg.Rules[i]
 		t := newTable(rule, r.reg, r.selfID)
 		t.nextSync.Store(cfg.Start + int64(cfg.Phase))
-		if rule.IsStrict() {
-			t.nextSync.Store(maxTime)
-		}
 		tables[rule.Name] = t
 		r.order = append(r.order, t)
 		r.sweep = append(r.sweep, cfg.Start+int64(rule.Window))
@@ -160,11 +157,8 @@ func (r *Replica) SetRules(rules []window.Rule, now int64) error {
 			t.live.Store(r.live)
 			t.aliveBy.Store(r.alive)
 		}
-		switch {
-		case rule.IsStrict():
-			t.nextSync.Store(maxTime)
-		case t.nextSync.Load() == maxTime || ot == nil || ot.rule.SyncInterval != rule.SyncInterval:
-			t.nextSync.Store(now + int64(rule.SyncInterval))
+		if ot == nil || ot.syncEvery() != t.syncEvery() {
+			t.nextSync.Store(now + int64(t.syncEvery()))
 		}
 		tables[rule.Name] = t
 		order = append(order, t)
@@ -270,14 +264,14 @@ func (r *Replica) Tick(now int64) []Outbound {
 				r.sweep[i] = now + int64(t.rule.Window)
 			}
 			if due {
-				t.nextSync.Store(nextRound(t.nextSync.Load(), t.rule.SyncInterval, now))
+				t.nextSync.Store(nextRound(t.nextSync.Load(), t.syncEvery(), now))
 			}
 			continue
 		}
 		if !due {
 			continue
 		}
-		t.nextSync.Store(nextRound(t.nextSync.Load(), t.rule.SyncInterval, now))
+		t.nextSync.Store(nextRound(t.nextSync.Load(), t.syncEvery(), now))
 		name := t.rule.Name
 		minSince := ^uint64(0)
 		for _, p := range peers {

@@ -143,6 +143,21 @@ func (t *Table) Allow(key string, now, hits int64) window.Decision {
 	return d
 }
 
+// StrictShareInterval is how often a node shares the counts it holds for a
+// strict rule outside the log: fail-local admissions, and counts that peers
+// still treating the rule as batched report during a rolling reload. Peers
+// then decide their own fail-local answers, and the strict leader its log,
+// with them in view instead of from zero.
+const StrictShareInterval = 100 * time.Millisecond
+
+// syncEvery is how often the table's sync rounds run.
+func (t *Table) syncEvery() time.Duration {
+	if t.rule.IsStrict() {
+		return StrictShareInterval
+	}
+	return t.rule.SyncInterval
+}
+
 // decide runs with the shard locked and the slot rolled to idx or beyond.
 func (t *Table) decide(s *slot, now, idx int64, elapsed time.Duration, hits int64, live int32) window.Decision {
 	own, view := s.counts(idx)

@@ -603,7 +603,8 @@ func (x *MembersResponse) GetMembers() []*Member {
 type Member struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// state is memberlist's: alive, suspect, dead or left.
+	// state is alive, suspect (listed by gossip, but did not answer the
+	// answering node's ping), or failed (declared dead; being reconnected).
 	State      string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
 	GossipAddr string `protobuf:"bytes,3,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
 	GrpcAddr   string `protobuf:"bytes,4,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
