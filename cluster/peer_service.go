@@ -73,6 +73,7 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 		if d.From == n.self {
 			return status.Error(codes.InvalidArgument, "a node cannot sync with itself")
 		}
+		n.noteSkew(d.From.Node, msg.GetSentAt())
 		res, err := n.replica.Receive(n.now(), d)
 		n.changed.Store(true)
 		n.noteOutside(d)

@@ -68,6 +68,9 @@ func (ps *peerSet) update(live []peerInfo) {
 			p.stop()
 			delete(ps.peers, inc)
 			ps.n.log.Info("peer gone", "peer", inc.Node, "boot", inc.Boot)
+			if _, back := want[inc]; !back {
+				ps.n.skew.forget(inc.Node)
+			}
 		}
 	}
 	for inc, info := range want {
@@ -114,6 +117,9 @@ func (ps *peerSet) send(out []counter.Outbound) {
 			continue
 		}
 		msg := encodeDelta(o.Delta)
+		// The own clock, uncorrected: peers compare clocks, and a sender's
+		// correction fed back into their estimates would compound.
+		msg.SentAt = ps.n.ownNow()
 		select {
 		case p.queue <- msg:
 		default:

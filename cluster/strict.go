@@ -344,7 +344,7 @@ type strictAnswer struct {
 const (
 	giveUpMargin    = 10 // percent
 	minGiveUpMargin = 2 * time.Millisecond
-	maxGiveUpMargin = 100 * time.Millisecond
+	maxGiveUpMargin = 250 * time.Millisecond
 )
 
 // giveUpAt returns when a check must stop waiting for the leader so that its
