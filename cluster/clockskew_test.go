@@ -61,9 +61,11 @@ func TestSkewedNodeDecidesOnTheFleetsClock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster")
 	}
-	rule := window.Rule{Name: "api", Count: 30, Window: 10 * time.Second, Type: window.Fixed, SyncInterval: 50 * time.Millisecond}
+	// The whole test runs in one window of the fleet's clock, however slow
+	// the machine: an hour.
+	rule := window.Rule{Name: "api", Count: 30, Window: time.Hour, Type: window.Fixed, SyncInterval: 50 * time.Millisecond}
 	base := alignedClock(rule.Window)
-	skew := 25 * time.Second
+	skew := 5 * rule.Window / 2
 	var nodes []*Node
 	for i := range 3 {
 		now := base
@@ -86,7 +88,7 @@ func TestSkewedNodeDecidesOnTheFleetsClock(t *testing.T) {
 	skewed := nodes[2]
 	// Quiet nodes send no deltas: a little traffic on every node carries
 	// the clocks around.
-	waitFor(t, 30*time.Second, "the skewed node to correct its clock and the others to name it", func() bool {
+	waitFor(t, patience, "the skewed node to correct its clock and the others to name it", func() bool {
 		for _, nd := range nodes {
 			if _, err := nd.Allow(context.Background(), rule.Name, "warm-"+nd.Name(), 1); err != nil {
 				t.Fatal(err)
@@ -97,12 +99,12 @@ func TestSkewedNodeDecidesOnTheFleetsClock(t *testing.T) {
 			nodes[0].Metrics().SkewedPeers.Load() == 1 && nodes[1].Metrics().SkewedPeers.Load() == 1
 	})
 	admitted := admitOn(t, nodes[0], rule.Name, "k", 15)
-	waitFor(t, 30*time.Second, "the skewed node to see node-0's admissions", func() bool {
+	waitFor(t, patience, "the skewed node to see node-0's admissions", func() bool {
 		_, v, _ := skewed.View(rule.Name, "k")
 		return v.Curr == int64(admitted)
 	})
 	admitted += admitOn(t, skewed, rule.Name, "k", 30)
-	waitFor(t, 30*time.Second, "node-1 to see both", func() bool {
+	waitFor(t, patience, "node-1 to see both", func() bool {
 		_, v, _ := nodes[1].View(rule.Name, "k")
 		return v.Curr == int64(admitted)
 	})
