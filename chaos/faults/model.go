@@ -1,0 +1,241 @@
+package faults
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/window"
+)
+
+// A porcupine model of strict mode, the one cluster's own tests check
+// histories with: every strict check is one step of a sequential rate
+// limiter, applied at the time the leader stamped on its log entry. A
+// check whose outcome is unknown (cluster.ErrOutcomeUnknown) may or may not
+// have been applied, at any time after its call. So may every answer by
+// fail_mode: a check that gives up on the leader to answer within its
+// deadline may already be on its way into the log, and the caller is not
+// told which; and the leader brings what fail_mode local admitted into the
+// log once it can.
+
+// strictIn is a check's input; call bounds when an unknown outcome could
+// have been decided.
+type strictIn struct {
+	rule, key string
+	hits      int64
+	call      int64
+}
+
+// strictOut is a check's output: a decision (its Path cleared) and when the
+// log made it, or unknown.
+type strictOut struct {
+	unknown bool
+	d       window.Decision
+}
+
+// strictState is one (rule, key)'s state: counts of window idx (curr) and
+// the one before (prev), and the time of the last decision.
+type strictState struct {
+	idx, prev, curr, last int64
+}
+
+func (s strictState) roll(idx int64) strictState {
+	switch {
+	case idx == s.idx+1:
+		s.prev, s.curr = s.curr, 0
+	case idx > s.idx+1:
+		s.prev, s.curr = 0, 0
+	case idx < s.idx:
+		panic(fmt.Sprintf("model rolled back from window %d to %d", s.idx, idx))
+	}
+	s.idx = idx
+	return s
+}
+
+func (s strictState) counts() window.Counts { return window.Counts{Prev: s.prev, Curr: s.curr} }
+
+// strictStep returns the states a check can lead to from s. A known outcome
+// leads to at most one: the rule's decision at the log's time must be the
+// one returned. An unknown outcome may not have been applied, or have been
+// admitted at a time from its call to horizon, in any window where it fits.
+func strictStep(rules map[string]window.Rule, horizon int64, s strictState, in strictIn, out strictOut) []strictState {
+	r := rules[in.rule]
+	if !out.unknown {
+		at := out.d.At
+		if at < s.last {
+			return nil
+		}
+		s = s.roll(window.Index(at, r.Window))
+		d := r.Decide(s.counts(), at, in.hits)
+		d.At = at
+		if d != out.d {
+			return nil
+		}
+		if d.Allowed && in.hits > 0 {
+			s.curr += in.hits
+		}
+		s.last = at
+		return []strictState{s}
+	}
+	next := []strictState{s}
+	if in.hits == 0 {
+		return next
+	}
+	from := max(s.last, in.call)
+	for w := window.Index(from, r.Window); window.Start(w, r.Window) <= horizon; w++ {
+		lo := max(from, window.Start(w, r.Window))
+		hi := min(window.Start(w+1, r.Window)-1, horizon)
+		s2 := s.roll(w)
+		// Prev only decays within a window: if the hits fit at any moment
+		// of it, they fit at its last one.
+		if lo <= hi && r.Fits(s2.counts(), hi, in.hits) {
+			s2.curr += in.hits
+			s2.last = lo
+			next = append(next, s2)
+		}
+	}
+	return next
+}
+
+func strictPartition(history []porcupine.Operation) [][]porcupine.Operation {
+	by := map[[2]string][]porcupine.Operation{}
+	var order [][2]string
+	for _, op := range history {
+		in := op.Input.(strictIn)
+		k := [2]string{in.rule, in.key}
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], op)
+	}
+	out := make([][]porcupine.Operation, 0, len(order))
+	for _, k := range order {
+		out = append(out, by[k])
+	}
+	return out
+}
+
+func hashStrictState(s strictState) uint64 {
+	h := uint64(14695981039346656037)
+	for _, v := range [...]int64{s.idx, s.prev, s.curr, s.last} {
+		h ^= uint64(v)
+		h *= 1099511628211
+	}
+	return h
+}
+
+func describeStrictOp(in, out any) string {
+	i, o := in.(strictIn), out.(strictOut)
+	if o.unknown {
+		return fmt.Sprintf("%s/%s +%d → unknown", i.rule, i.key, i.hits)
+	}
+	return fmt.Sprintf("%s/%s +%d → allowed=%v remaining=%d at %d", i.rule, i.key, i.hits, o.d.Allowed, o.d.Remaining, o.d.At)
+}
+
+func describeStrictState(s any) string {
+	st := s.(strictState)
+	return fmt.Sprintf("w%d prev=%d curr=%d last=%d", st.idx, st.prev, st.curr, st.last)
+}
+
+func strictModel(rules map[string]window.Rule, horizon int64) porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition: strictPartition,
+		Init:      func() []any { return []any{strictState{}} },
+		Step: func(s, in, out any) []any {
+			next := strictStep(rules, horizon, s.(strictState), in.(strictIn), out.(strictOut))
+			states := make([]any, len(next))
+			for i, st := range next {
+				states[i] = st
+			}
+			return states
+		},
+		Hash:              func(s any) uint64 { return hashStrictState(s.(strictState)) },
+		DescribeOperation: describeStrictOp,
+		DescribeState:     describeStrictState,
+	}
+	return nm.ToModel()
+}
+
+// IsStrict reports whether r is a decision of the strict log.
+func IsStrict(r Record) bool { return r.Err == nil && r.D.Path == window.PathStrict }
+
+// IsUnknown reports whether r's outcome is unknown: it may have been
+// applied.
+func IsUnknown(r Record) bool { return errors.Is(r.Err, cluster.ErrOutcomeUnknown) }
+
+// MaybeApplied reports whether r may have reached the log's counts without
+// the log's decision reaching the caller: an unknown outcome, or any answer
+// by fail_mode (see the model above).
+func MaybeApplied(r Record) bool {
+	return IsUnknown(r) || r.Err == nil && r.D.Path != window.PathStrict && r.D.Path != window.PathLocal
+}
+
+// strictHistory turns the strict decisions and unknown outcomes among recs
+// into porcupine operations.
+func strictHistory(rules map[string]window.Rule, recs []Record) (history []porcupine.Operation, strict, unknown int) {
+	for _, r := range recs {
+		if _, ok := rules[r.Rule]; !ok {
+			continue
+		}
+		in := strictIn{rule: r.Rule, key: r.Key, hits: r.Hits, call: r.Call}
+		switch {
+		case IsStrict(r):
+			strict++
+			d := r.D
+			d.Path = 0
+			history = append(history, porcupine.Operation{ClientId: r.Worker, Input: in, Call: r.Call,
+				Output: strictOut{d: d}, Return: r.Ret})
+		case MaybeApplied(r):
+			unknown++
+			history = append(history, porcupine.Operation{ClientId: r.Worker, Input: in, Call: r.Call,
+				Output: strictOut{unknown: true}, Return: math.MaxInt64})
+		}
+	}
+	return history, strict, unknown
+}
+
+// Linearizability is the verdict on a history of strict checks.
+type Linearizability struct {
+	Result porcupine.CheckResult
+	// Strict decisions, and Unknown: checks that may have been applied
+	// (unknown outcomes and fail-mode answers).
+	Strict, Unknown int
+	Took            time.Duration
+	// Visualization is an HTML file showing an illegal history, if one was
+	// written.
+	Visualization string
+}
+
+// CheckLinearizable checks that the strict decisions among recs, for the
+// strict rules among rules, form a linearizable history of exact rate
+// limiters; horizon is a time after every check. Every node's clock must be
+// the switchboard's, unskewed, so that call, return and decision times
+// compare.
+func CheckLinearizable(rules []window.Rule, recs []Record, horizon int64, timeout time.Duration) Linearizability {
+	byName := map[string]window.Rule{}
+	for _, r := range rules {
+		if r.IsStrict() {
+			byName[r.Name] = r
+		}
+	}
+	history, strict, unknown := strictHistory(byName, recs)
+	model := strictModel(byName, horizon)
+	start := time.Now()
+	res, info := porcupine.CheckOperationsVerbose(model, history, timeout)
+	v := Linearizability{Result: res, Strict: strict, Unknown: unknown, Took: time.Since(start)}
+	if res == porcupine.Illegal {
+		if dir, err := os.MkdirTemp("", "sluice-chaos-porcupine-"); err == nil {
+			path := filepath.Join(dir, "history.html")
+			if porcupine.VisualizePath(model, info, path) == nil {
+				v.Visualization = path
+			}
+		}
+	}
+	return v
+}
