@@ -240,6 +240,11 @@ func (g *strictGroup) listen() error {
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftStream{lis: lis, advertise: advertise, network: n.network()},
 		MaxPool: 8, Timeout: 2 * time.Second, Logger: newRaftLogger(n.log),
+		// Voters are dialled where gossip says they are now, not where the
+		// log last recorded them: a voter restarted on another port (the
+		// default picks a free one) is reachable before a leader exists to
+		// record its new address, as after a whole-fleet restart.
+		ServerAddressProvider: gossipRaftAddrs{n},
 	})
 	g.trans, g.closer, g.addr = trans, trans, advertise.String()
 	return nil
@@ -858,6 +863,18 @@ func (g *strictGroup) maybeBootstrap(ctx context.Context) {
 }
 
 const noLeaderMessage = leaderIsPrefix + `""`
+
+// gossipRaftAddrs finds a voter's Raft address in its gossiped metadata.
+type gossipRaftAddrs struct{ n *Node }
+
+func (a gossipRaftAddrs) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	for _, p := range a.n.peers.infos() {
+		if p.name == string(id) && p.raftAddr != "" {
+			return raft.ServerAddress(p.raftAddr), nil
+		}
+	}
+	return "", fmt.Errorf("no live member %q with a raft address", id)
+}
 
 // raftStream is raft's StreamLayer over a listener of the node's network.
 type raftStream struct {
