@@ -28,12 +28,33 @@ type skewWatch struct {
 	fix       atomic.Int64 // added to the node's own clock, nanoseconds
 
 	mu      sync.Mutex
-	offsets map[string]int64 // peer name → its clock minus ours, as last seen
-	skewed  map[string]bool  // peers beyond the tolerance of the fleet's clock
+	samples map[string]*offsetSamples // peer name → its recent offsets
+	offsets map[string]int64          // peer name → its clock minus ours, estimated
+	skewed  map[string]bool           // peers beyond the tolerance of the fleet's clock
+}
+
+// offsetSamples are a peer's last few offsets. A delta held up on the way
+// (a slow peer, a stalled stream, a clock that stepped while it travelled)
+// shows an offset smaller by the delay; the largest of the last few is the
+// one least delayed, as NTP keeps the sample of least delay.
+type offsetSamples struct {
+	v    [8]int64
+	n, i int
+}
+
+func (o *offsetSamples) add(v int64) int64 {
+	o.v[o.i] = v
+	o.i = (o.i + 1) % len(o.v)
+	o.n = min(o.n+1, len(o.v))
+	best := o.v[0]
+	for _, x := range o.v[1:o.n] {
+		best = max(best, x)
+	}
+	return best
 }
 
 func newSkewWatch(rules []window.Rule) *skewWatch {
-	w := &skewWatch{offsets: map[string]int64{}, skewed: map[string]bool{}}
+	w := &skewWatch{samples: map[string]*offsetSamples{}, offsets: map[string]int64{}, skewed: map[string]bool{}}
 	w.setRules(rules)
 	return w
 }
@@ -56,16 +77,21 @@ type skewReport struct {
 }
 
 // observe records a peer's send time against this node's own clock
-// reading at receipt (both uncorrected), and returns what changed. The
-// offset includes the one-way latency, a bias far below the tolerance.
+// reading at receipt (both uncorrected), and returns what changed. An
+// offset includes the one-way delay; the estimate keeps the least delayed
+// of the peer's recent samples.
 func (w *skewWatch) observe(peer string, sentAt, ownNow int64) skewReport {
 	if sentAt == 0 {
 		return skewReport{}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	offset := sentAt - ownNow
-	w.offsets[peer] = offset
+	o := w.samples[peer]
+	if o == nil {
+		o = &offsetSamples{}
+		w.samples[peer] = o
+	}
+	w.offsets[peer] = o.add(sentAt - ownNow)
 	return w.recompute(peer)
 }
 
@@ -73,6 +99,7 @@ func (w *skewWatch) observe(peer string, sentAt, ownNow int64) skewReport {
 func (w *skewWatch) forget(peer string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	delete(w.samples, peer)
 	delete(w.offsets, peer)
 	delete(w.skewed, peer)
 	w.recompute("")

@@ -9,6 +9,24 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
+// TestSkewWatchIgnoresDelayedDeltas feeds deltas that arrive late, as from
+// a stalled stream or across a clock step: the estimate keeps the least
+// delayed sample, and no correction follows.
+func TestSkewWatchIgnoresDelayedDeltas(t *testing.T) {
+	s := int64(time.Second)
+	w := newSkewWatch([]window.Rule{{Name: "r", Count: 1, Window: time.Second, Type: window.Fixed, SyncInterval: 100 * time.Millisecond}})
+	now := 1_000 * s
+	for _, peer := range []string{"a", "b"} {
+		w.observe(peer, now-int64(time.Millisecond), now)
+	}
+	// Both peers' next deltas were held up 3 s on the way.
+	for _, peer := range []string{"a", "b"} {
+		if r := w.observe(peer, now, now+3*s); r.fix != 0 || r.skewedPeers != 0 {
+			t.Fatalf("after a delayed delta from %s: correction %v, %d skewed peers; want none", peer, time.Duration(r.fix), r.skewedPeers)
+		}
+	}
+}
+
 func TestSkewWatch(t *testing.T) {
 	s := int64(time.Second)
 	ms := int64(time.Millisecond)

@@ -772,9 +772,9 @@ func (g *strictGroup) reconcile() {
 	if cf.Error() != nil {
 		return
 	}
-	live := map[string]string{}
+	live := map[string]bool{}
 	for _, m := range g.liveMembers() {
-		live[m.name] = m.raftAddr
+		live[m.name] = true
 	}
 	want := g.n.cfg.StrictVoters
 	voters := 0
@@ -782,14 +782,13 @@ func (g *strictGroup) reconcile() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, s := range cf.Configuration().Servers {
-		addr, alive := live[string(s.ID)]
 		switch {
-		case alive && string(s.Address) != addr:
-			// Restarted on another address: same voter, new address.
-			g.raft.AddVoter(s.ID, raft.ServerAddress(addr), 0, time.Second)
-			delete(g.deadSeen, s.ID)
-			voters++
-		case alive:
+		case live[string(s.ID)]:
+			// A voter restarted on another address stays as it is in the
+			// configuration: the transport dials it where gossip says it
+			// is (gossipRaftAddrs). Rewriting its address would race inside
+			// raft's replication (hashicorp/raft reads a follower's peer
+			// without the lock that guards the rewrite).
 			delete(g.deadSeen, s.ID)
 			voters++
 		default:
