@@ -29,7 +29,7 @@ func startCluster(t testing.TB, n int, rules []window.Rule, now func() int64) []
 	for i := range n {
 		nodes = append(nodes, startMemberClock(t, fmt.Sprintf("node-%d", i), rules, nodes, "", now))
 	}
-	waitFor(t, 10*time.Second, "every node sees every other", func() bool {
+	waitFor(t, patience, "every node sees every other", func() bool {
 		for _, nd := range nodes {
 			if nd.metrics.Peers.Load() != int64(n-1) {
 				return false
@@ -62,18 +62,6 @@ func startMemberClock(t testing.TB, name string, rules []window.Rule, seeds []*N
 	return nd
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // admissions counts admitted hits per window index, across nodes.
 type admissions struct {
 	mu  sync.Mutex
@@ -86,16 +74,23 @@ func (a *admissions) add(idx int64) {
 	a.mu.Unlock()
 }
 
-// drive sends rate requests/s for key to node until stop, paced on the wall
-// clock, and records admissions by window.
-func drive(ctx context.Context, nd *Node, rule window.Rule, key string, rate float64, a *admissions) {
+// counts returns what was admitted in window idx and the one before.
+func (a *admissions) counts(idx int64) window.Counts {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return window.Counts{Prev: a.per[idx-1], Curr: a.per[idx]}
+}
+
+// drive sends rate requests/s for key to node, paced on the wall clock,
+// until ctx ends or, if n > 0, n requests have been sent, and records each
+// admission in the window the node decided it in.
+func drive(ctx context.Context, nd *Node, rule window.Rule, key string, rate float64, n int, a *admissions) {
 	step := time.Duration(float64(time.Second) / rate)
 	next := time.Now()
-	for ctx.Err() == nil {
-		at := nd.now()
+	for sent := 0; ctx.Err() == nil && (n <= 0 || sent < n); sent++ {
 		d, err := nd.Allow(ctx, rule.Name, key, 1)
 		if err == nil && d.Allowed {
-			a.add(window.Index(at, rule.Window))
+			a.add(window.Index(d.At, rule.Window))
 		}
 		next = next.Add(step)
 		if wait := time.Until(next); wait > 0 {

@@ -56,6 +56,13 @@ type FileConfig struct {
 	// StrictTimeout is, in seconds, how long a strict check waits for the
 	// leader before its rule's fail_mode answers; default 1.
 	StrictTimeout float64 `yaml:"strict_timeout"`
+	// PersistInterval is, in seconds, how often a node with a data_dir saves
+	// the counts that changed; a crash loses at most that long's
+	// admissions. Default 0.25.
+	PersistInterval float64 `yaml:"persist_interval"`
+	// ReconnectInterval is, in seconds, how often the node retries failed
+	// members and seeds it is not joined to; default 5.
+	ReconnectInterval float64 `yaml:"reconnect_interval"`
 	// Rules are the limits the node enforces; at least one.
 	Rules []FileRule `yaml:"rules"`
 
@@ -219,9 +226,14 @@ func ParseConfigFile(path string, data []byte) (cfg *FileConfig, err error) {
 		errs = append(errs, &ConfigError{Path: path, Line: idx.top["strict_voters"], Field: "strict_voters",
 			Err: fmt.Errorf("strict_voters must be 1, 3 or 5, got %d", v)})
 	}
-	if v := cfg.StrictTimeout; v < 0 || math.IsNaN(v) || math.IsInf(v, 0) || v > 3600 {
-		errs = append(errs, &ConfigError{Path: path, Line: idx.top["strict_timeout"], Field: "strict_timeout",
-			Err: fmt.Errorf("strict_timeout must be seconds in (0, 3600], got %v", v)})
+	for _, d := range []struct {
+		field string
+		v     float64
+	}{{"strict_timeout", cfg.StrictTimeout}, {"persist_interval", cfg.PersistInterval}, {"reconnect_interval", cfg.ReconnectInterval}} {
+		if v := d.v; v < 0 || math.IsNaN(v) || math.IsInf(v, 0) || v > 3600 {
+			errs = append(errs, &ConfigError{Path: path, Line: idx.top[d.field], Field: d.field,
+				Err: fmt.Errorf("%s must be seconds in (0, 3600], got %v", d.field, v)})
+		}
 	}
 	for i, j := range cfg.Join {
 		if err := CheckHostPort(fmt.Sprintf("join[%d]", i), strings.TrimPrefix(j, "dns:")); err != nil {
@@ -532,13 +544,14 @@ var (
 	yamlCannotRe   = regexp.MustCompile(`^cannot unmarshal (.*) into (\S+)$`)
 	configTypeName = fmt.Sprintf("%T", FileConfig{})
 	ruleTypeName   = fmt.Sprintf("%T", FileRule{})
-	fileFieldNames = "name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, rules"
+	fileFieldNames = "name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, persist_interval, reconnect_interval, rules"
 	ruleFieldNames = "name, count, time_window, window_type, sync_interval, allocation, fail_mode"
 )
 
 // fieldKinds says what each field must hold, for type errors.
 var fieldKinds = map[string]string{
 	"count": "an integer", "time_window": "a number of seconds", "sync_interval": "a number of seconds",
+	"strict_timeout": "a number of seconds", "persist_interval": "a number of seconds", "reconnect_interval": "a number of seconds",
 	"join": "a list of HOST:PORT strings", "rules": "a list of rules",
 }
 

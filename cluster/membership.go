@@ -23,6 +23,7 @@ type membership struct {
 	n        *Node
 	ml       *memberlist.Memberlist
 	grpcAddr string
+	self     string        // the advertised gossip address
 	changed  chan struct{} // coalesced "membership changed" signal
 
 	metaMu sync.Mutex
@@ -57,7 +58,7 @@ func (m *membership) forget(n *memberlist.Node) {
 	delete(m.known, n.Name)
 	m.knownMu.Unlock()
 	if n.Name != m.n.cfg.Name {
-		m.reconnect.lost(n.Name, gossipAddr(n.Addr, n.Port), time.Now())
+		m.reconnect.lost(n.Name, gossipAddr(n.Addr, n.Port), append([]byte(nil), n.Meta...), time.Now())
 	}
 }
 
@@ -149,6 +150,8 @@ func newMembership(n *Node) (*membership, error) {
 		return nil, fmt.Errorf("sluice: gossip on %s: %w", n.cfg.BindAddr, err)
 	}
 	m.ml = ml
+	ln := ml.LocalNode()
+	m.self = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	return m, nil
 }
 
@@ -164,10 +167,9 @@ func splitHostPort(addr string) (string, int, error) {
 	return host, port, nil
 }
 
-func (m *membership) addr() string {
-	ln := m.ml.LocalNode()
-	return net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
-}
+// addr returns the gossip address the node advertises. It is read once at
+// start: memberlist's own record of the node is gone after a shutdown.
+func (m *membership) addr() string { return m.self }
 
 // join tries the seeds until one answers or ctx ends; a node that cannot
 // reach any seed keeps running alone and retries in run.

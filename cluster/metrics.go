@@ -14,6 +14,10 @@ type Metrics struct {
 	Members, Peers atomic.Int64
 	// DriftedMembers are members whose rule set differs from this node's.
 	DriftedMembers atomic.Int64
+	// SkewedPeers are peers whose clocks are off from the fleet's by more
+	// than the tolerance; ClockCorrection is what this node adds to its own
+	// clock to decide on the fleet's (nanoseconds, 0 when it agrees).
+	SkewedPeers, ClockCorrection atomic.Int64
 	// Saves are the times a node with a data dir saved its changed counts.
 	Saves atomic.Int64
 	// Reconnects are joins to a failed member or a missing seed that
@@ -45,6 +49,8 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"sluice_members", "gauge", "Cluster members seen by this node, itself included.", &m.Members},
 		{"sluice_peers", "gauge", "Peers this node streams deltas to.", &m.Peers},
 		{"sluice_rules_drift_members", "gauge", "Members whose rule set differs from this node's.", &m.DriftedMembers},
+		{"sluice_clock_skewed_peers", "gauge", "Peers whose clocks are off from the fleet's by more than the tolerance.", &m.SkewedPeers},
+		{"sluice_clock_correction_nanoseconds", "gauge", "What this node adds to its own clock to decide on the fleet's.", &m.ClockCorrection},
 		{"sluice_saves_total", "counter", "Times the node saved its changed counts to its data dir.", &m.Saves},
 		{"sluice_reconnects_total", "counter", "Joins to a failed member or a missing seed that reached it.", &m.Reconnects},
 		{"sluice_sync_deltas_sent_total", "counter", "Delta messages written to peers.", &m.DeltasSent},

@@ -104,7 +104,9 @@ type Config struct {
 type Node struct {
 	cfg     Config
 	log     *slog.Logger
-	now     func() int64
+	now     func() int64 // the fleet's clock: ownNow corrected by skew
+	ownNow  func() int64 // this node's own clock
+	skew    *skewWatch
 	clock   *wallClock
 	self    counter.Incarnation
 	hash    atomic.Uint64 // of the rules, for drift detection
@@ -148,10 +150,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), clock: newWallClock(), metrics: newMetrics(),
 		wake: make(chan struct{}, 1)}
-	n.now = cfg.Now
-	if n.now == nil {
-		n.now = n.clock.Now
+	n.ownNow = cfg.Now
+	if n.ownNow == nil {
+		n.ownNow = n.clock.Now
 	}
+	n.skew = newSkewWatch(cfg.Rules)
+	n.now = func() int64 { return n.ownNow() + n.skew.fix.Load() }
 	n.self = counter.Incarnation{Node: cfg.Name, Boot: newBootID()}
 	n.metrics.Members.Store(1)
 	n.hash.Store(rulesHash(cfg.Rules))
@@ -161,7 +165,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.replica = replica
 	loopCtx, cancel := context.WithCancel(context.Background())
-	n.cancel, n.done = cancel, loopCtx.Done()
+	n.cancel, n.done, n.loopCtx = cancel, loopCtx.Done(), loopCtx
 	n.peers = newPeerSet(n, loopCtx)
 	if err := n.start(ctx, loopCtx); err != nil {
 		return nil, errors.Join(err, n.Close())
@@ -258,6 +262,11 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 			return err
 		}
 		n.members = m
+	}
+	if n.server != nil {
+		n.server.serve(n.log)
+	}
+	if m := n.members; m != nil {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
@@ -268,7 +277,6 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 		m.join(joinCtx)
 		n.pullState(joinCtx)
 	}
-	n.loopCtx = loopCtx
 	if g := n.strictG.Load(); g != nil {
 		// Started once membership exists: the group finds its voters there.
 		n.wg.Add(1)
@@ -480,6 +488,7 @@ func (n *Node) Reload(ctx context.Context, rules []window.Rule) error {
 		}
 	}
 	n.cfg.Rules = append([]window.Rule(nil), rules...)
+	n.skew.setRules(rules)
 	n.hash.Store(rulesHash(rules))
 	if n.members != nil {
 		if err := n.members.updateMeta(); err != nil {

@@ -73,6 +73,7 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 		if d.From == n.self {
 			return status.Error(codes.InvalidArgument, "a node cannot sync with itself")
 		}
+		n.noteSkew(d.From.Node, msg.GetSentAt())
 		res, err := n.replica.Receive(n.now(), d)
 		n.changed.Store(true)
 		n.noteOutside(d)
@@ -151,7 +152,7 @@ func (s *peerService) Members(ctx context.Context, _ *sluicev1.MembersRequest) (
 		resp.Members = append(resp.Members, memberOf(n, m.name, state, m.gossip, m.meta))
 	}
 	for name, f := range n.members.reconnect.failedMembers() {
-		resp.Members = append(resp.Members, memberOf(n, name, "failed", f.gossip, nil))
+		resp.Members = append(resp.Members, memberOf(n, name, "failed", f.gossip, f.meta))
 	}
 	return resp, nil
 }

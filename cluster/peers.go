@@ -68,6 +68,9 @@ func (ps *peerSet) update(live []peerInfo) {
 			p.stop()
 			delete(ps.peers, inc)
 			ps.n.log.Info("peer gone", "peer", inc.Node, "boot", inc.Boot)
+			if _, back := want[inc]; !back {
+				ps.n.skew.forget(inc.Node)
+			}
 		}
 	}
 	for inc, info := range want {
@@ -114,6 +117,9 @@ func (ps *peerSet) send(out []counter.Outbound) {
 			continue
 		}
 		msg := encodeDelta(o.Delta)
+		// The own clock, uncorrected: peers compare clocks, and a sender's
+		// correction fed back into their estimates would compound.
+		msg.SentAt = ps.n.ownNow()
 		select {
 		case p.queue <- msg:
 		default:
@@ -189,27 +195,34 @@ func (p *peer) stop() {
 }
 
 // run keeps one Sync stream open to the peer and writes queued deltas to
-// it. After a broken stream the next round resends everything, because the
-// lost messages cannot be known.
+// it. A fresh stream starts with this node's whole view, every incarnation
+// it knows included: deltas carry only the sender's own entries, so
+// without it what a node that died admitted would reach only the peers
+// that heard it before it died, and a node restarted from its data dir
+// would never pass on its previous run's counts. After a broken stream
+// the next one starts so again, because the lost messages cannot be known.
 func (p *peer) run(ctx context.Context, n *Node) {
 	defer close(p.done)
 	client := sluicev1.NewPeerClient(p.conn)
 	var stream sluicev1.Peer_SyncClient
 	backoff := 50 * time.Millisecond
 	inc := p.info.inc()
-	for {
-		var msg *sluicev1.Delta
-		select {
-		case <-ctx.Done():
-			if stream != nil {
-				_, _ = stream.CloseAndRecv()
-			}
-			return
-		case msg = <-p.queue:
+	broke := func() {
+		if stream != nil {
+			_, _ = stream.CloseAndRecv()
+			stream = nil
 		}
+		n.replica.ResendAll(inc)
+		n.metrics.StreamResets.Add(1)
+	}
+	for {
+		var msgs []*sluicev1.Delta
 		if stream == nil {
 			s, err := client.Sync(ctx)
 			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
 				n.log.Debug("sync stream failed to open", "peer", p.info.name, "err", err)
 				n.replica.ResendAll(inc)
 				if !sleep(ctx, backoff) {
@@ -219,20 +232,30 @@ func (p *peer) run(ctx context.Context, n *Node) {
 				continue
 			}
 			stream, backoff = s, 50*time.Millisecond
-		}
-		if err := stream.Send(msg); err != nil {
-			if !errors.Is(err, io.EOF) {
-				n.log.Debug("sync stream broke", "peer", p.info.name, "err", err)
+			for _, chunk := range splitDelta(n.replica.Snapshot(n.now()), pullChunk) {
+				msgs = append(msgs, encodeDelta(chunk))
 			}
-			_, _ = stream.CloseAndRecv()
-			stream = nil
-			n.replica.ResendAll(inc)
-			n.metrics.StreamResets.Add(1)
-			continue
+		} else {
+			select {
+			case <-ctx.Done():
+				_, _ = stream.CloseAndRecv()
+				return
+			case msg := <-p.queue:
+				msgs = append(msgs, msg)
+			}
 		}
-		n.metrics.DeltasSent.Add(1)
-		n.metrics.EntriesSent.Add(int64(entries(msg)))
-		n.metrics.BytesSent.Add(int64(proto.Size(msg)))
+		for _, msg := range msgs {
+			if err := stream.Send(msg); err != nil {
+				if !errors.Is(err, io.EOF) {
+					n.log.Debug("sync stream broke", "peer", p.info.name, "err", err)
+				}
+				broke()
+				break
+			}
+			n.metrics.DeltasSent.Add(1)
+			n.metrics.EntriesSent.Add(int64(entries(msg)))
+			n.metrics.BytesSent.Add(int64(proto.Size(msg)))
+		}
 	}
 }
 

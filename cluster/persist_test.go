@@ -31,7 +31,7 @@ func TestCrashKeepsSavedCounts(t *testing.T) {
 		}
 	}
 	saves := nd.Metrics().Saves.Load()
-	waitFor(t, 30*time.Second, "a save after the admissions", func() bool { return nd.Metrics().Saves.Load() > saves })
+	waitFor(t, patience, "a save after the admissions", func() bool { return nd.Metrics().Saves.Load() > saves })
 	nd.Kill()
 
 	again := start()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ type reconnector struct {
 // failedMember is a member memberlist reported gone, and where it was.
 type failedMember struct {
 	gossip string
+	meta   []byte // its last gossiped metadata
 	since  time.Time
 }
 
@@ -35,10 +37,10 @@ func newReconnector() *reconnector { return &reconnector{failed: map[string]fail
 // lost records a member memberlist no longer lists. A member that left on
 // purpose is retried too: gossip does not say which it was, and a refused
 // connection costs little.
-func (r *reconnector) lost(name, gossip string, now time.Time) {
+func (r *reconnector) lost(name, gossip string, meta []byte, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.failed[name] = failedMember{gossip: gossip, since: now}
+	r.failed[name] = failedMember{gossip: gossip, meta: meta, since: now}
 }
 
 // back forgets a member that is alive again.
@@ -104,7 +106,7 @@ func (m *membership) reconnectLoop(ctx context.Context) {
 				try = append(try, s)
 			}
 		}
-		if a := m.reconnect.pick(time.Now(), m.n.cfg.ReconnectTimeout, rng); a != "" && !live[a] {
+		if a := m.reconnect.pick(time.Now(), m.n.cfg.ReconnectTimeout, rng); a != "" && !live[a] && !slices.Contains(try, a) {
 			try = append(try, a)
 		}
 		if len(try) == 0 {

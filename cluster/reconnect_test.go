@@ -59,17 +59,17 @@ func TestRestartedSeedRejoins(t *testing.T) {
 	seed := startHealing(t, "node-0", "127.0.0.1:0", nil)
 	addr := seed.GossipAddr()
 	others := []*Node{startHealing(t, "node-1", "127.0.0.1:0", []string{addr}), startHealing(t, "node-2", "127.0.0.1:0", []string{addr})}
-	waitFor(t, 30*time.Second, "every node sees every other", peersAre(append([]*Node{seed}, others...), 2))
+	waitFor(t, patience, "every node sees every other", peersAre(append([]*Node{seed}, others...), 2))
 
 	seed.Kill()
-	waitFor(t, 30*time.Second, "the others to declare the seed dead", peersAre(others, 1))
+	waitFor(t, patience, "the others to declare the seed dead", peersAre(others, 1))
 	// Stay down for ten times memberlist's gossip-to-the-dead time: long
 	// past the moment it stops contacting a dead member.
 	stayDown(10 * 300 * time.Millisecond)
 
 	restarted := startHealing(t, "node-0", addr, nil)
 	all := append([]*Node{restarted}, others...)
-	waitFor(t, 30*time.Second, "the restarted seed and the others to see each other", peersAre(all, 2))
+	waitFor(t, patience, "the restarted seed and the others to see each other", peersAre(all, 2))
 	var reconnects int64
 	for _, nd := range others {
 		reconnects += nd.Metrics().Reconnects.Load()
@@ -92,7 +92,7 @@ func TestMembersShowSuspectAndFailed(t *testing.T) {
 	}
 	a := startHealing(t, "node-a", "127.0.0.1:0", nil)
 	b := startHealing(t, "node-b", "127.0.0.1:0", []string{a.GossipAddr()})
-	waitFor(t, 30*time.Second, "both nodes see each other", peersAre([]*Node{a, b}, 1))
+	waitFor(t, patience, "both nodes see each other", peersAre([]*Node{a, b}, 1))
 	svc := &peerService{node: a}
 	stateOfB := func() string {
 		resp, err := svc.Members(context.Background(), nil)
@@ -111,7 +111,7 @@ func TestMembersShowSuspectAndFailed(t *testing.T) {
 	}
 	b.Kill()
 	seen := map[string]bool{}
-	waitFor(t, 30*time.Second, "node-b listed as failed", func() bool {
+	waitFor(t, patience, "node-b listed as failed", func() bool {
 		s := stateOfB()
 		seen[s] = true
 		return s == "failed"

@@ -21,6 +21,9 @@ type server struct {
 	health *health.Server
 	lis    net.Listener
 	served chan struct{}
+	// serving is set by serve, before any handler runs; stop reads it
+	// after every handler has ended.
+	serving bool
 }
 
 func newServer(ctx context.Context, n *Node) (*server, error) {
@@ -41,13 +44,19 @@ func newServer(ctx context.Context, n *Node) (*server, error) {
 	reflection.Register(s.grpc)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(sluicev1.Limiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return s, nil
+}
+
+// serve starts answering calls. The node calls it once the fields its
+// handlers read are set: a handler must never see a half-started node.
+func (s *server) serve(log interface{ Error(string, ...any) }) {
+	s.serving = true
 	go func() {
 		defer close(s.served)
-		if err := s.grpc.Serve(lis); err != nil {
-			n.log.Error("gRPC server stopped", "err", err)
+		if err := s.grpc.Serve(s.lis); err != nil {
+			log.Error("gRPC server stopped", "err", err)
 		}
 	}()
-	return s, nil
 }
 
 // maxMessageSize bounds one gRPC message, a sync delta included.
@@ -68,6 +77,10 @@ func (s *server) stop(timeout time.Duration) {
 	case <-time.After(timeout):
 		s.grpc.Stop()
 		<-drained
+	}
+	if !s.serving {
+		s.lis.Close()
+		return
 	}
 	<-s.served
 }

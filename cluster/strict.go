@@ -240,6 +240,11 @@ func (g *strictGroup) listen() error {
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftStream{lis: lis, advertise: advertise, network: n.network()},
 		MaxPool: 8, Timeout: 2 * time.Second, Logger: newRaftLogger(n.log),
+		// Voters are dialled where gossip says they are now, not where the
+		// log last recorded them: a voter restarted on another port (the
+		// default picks a free one) is reachable before a leader exists to
+		// record its new address, as after a whole-fleet restart.
+		ServerAddressProvider: gossipRaftAddrs{n},
 	})
 	g.trans, g.closer, g.addr = trans, trans, advertise.String()
 	return nil
@@ -344,7 +349,7 @@ type strictAnswer struct {
 const (
 	giveUpMargin    = 10 // percent
 	minGiveUpMargin = 2 * time.Millisecond
-	maxGiveUpMargin = 100 * time.Millisecond
+	maxGiveUpMargin = 250 * time.Millisecond
 )
 
 // giveUpAt returns when a check must stop waiting for the leader so that its
@@ -767,9 +772,9 @@ func (g *strictGroup) reconcile() {
 	if cf.Error() != nil {
 		return
 	}
-	live := map[string]string{}
+	live := map[string]bool{}
 	for _, m := range g.liveMembers() {
-		live[m.name] = m.raftAddr
+		live[m.name] = true
 	}
 	want := g.n.cfg.StrictVoters
 	voters := 0
@@ -777,14 +782,13 @@ func (g *strictGroup) reconcile() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, s := range cf.Configuration().Servers {
-		addr, alive := live[string(s.ID)]
 		switch {
-		case alive && string(s.Address) != addr:
-			// Restarted on another address: same voter, new address.
-			g.raft.AddVoter(s.ID, raft.ServerAddress(addr), 0, time.Second)
-			delete(g.deadSeen, s.ID)
-			voters++
-		case alive:
+		case live[string(s.ID)]:
+			// A voter restarted on another address stays as it is in the
+			// configuration: the transport dials it where gossip says it
+			// is (gossipRaftAddrs). Rewriting its address would race inside
+			// raft's replication (hashicorp/raft reads a follower's peer
+			// without the lock that guards the rewrite).
 			delete(g.deadSeen, s.ID)
 			voters++
 		default:
@@ -858,6 +862,18 @@ func (g *strictGroup) maybeBootstrap(ctx context.Context) {
 }
 
 const noLeaderMessage = leaderIsPrefix + `""`
+
+// gossipRaftAddrs finds a voter's Raft address in its gossiped metadata.
+type gossipRaftAddrs struct{ n *Node }
+
+func (a gossipRaftAddrs) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	for _, p := range a.n.peers.infos() {
+		if p.name == string(id) && p.raftAddr != "" {
+			return raft.ServerAddress(p.raftAddr), nil
+		}
+	}
+	return "", fmt.Errorf("no live member %q with a raft address", id)
+}
 
 // raftStream is raft's StreamLayer over a listener of the node's network.
 type raftStream struct {

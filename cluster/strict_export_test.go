@@ -104,7 +104,7 @@ func startStrictCluster(t testing.TB, n int, rules []window.Rule, now func() int
 		t.Cleanup(func() { nd.Close() })
 		nodes = append(nodes, nd)
 	}
-	waitFor(t, 10*time.Second, "every node sees every other", func() bool {
+	waitFor(t, patience, "every node sees every other", func() bool {
 		for _, nd := range nodes {
 			if nd.metrics.Peers.Load() != int64(n-1) {
 				return false

@@ -63,8 +63,16 @@ func runLinear(t *testing.T, checks int64, tweak func(*Config)) (rules []window.
 	t.Helper()
 	rules = linearRules()
 	clock := sharedClock(time.Minute)
-	nodes = startStrictCluster(t, 3, rules, clock, tweak)
-	waitStrictGroup(t, nodes, 10*time.Second)
+	// A check waits for the log as long as the test waits for anything:
+	// on a slow machine a forwarded check must not time out into an
+	// unknown outcome where the cluster is healthy.
+	nodes = startStrictCluster(t, 3, rules, clock, func(c *Config) {
+		patientStrict(c)
+		if tweak != nil {
+			tweak(c)
+		}
+	})
+	waitStrictGroup(t, nodes, patience)
 	term = currentTerm(nodes)
 
 	var span time.Duration
@@ -76,7 +84,7 @@ func runLinear(t *testing.T, checks int64, tweak func(*Config)) (rules []window.
 	t.Logf("load seed %d", seed)
 	start := time.Now()
 	ops = strictLoad{
-		nodes: nodes, perNode: 6, clock: clock, opTimeout: 10 * time.Second, seed: seed,
+		nodes: nodes, perNode: 6, clock: clock, opTimeout: patience, seed: seed,
 		pick: pickLinear(rules),
 		stop: func() bool { return issued.Add(1) > checks && time.Since(start) >= span },
 	}.run()
@@ -89,7 +97,7 @@ func runLinear(t *testing.T, checks int64, tweak func(*Config)) (rules []window.
 // waitApplied waits until every node has applied the leader's whole log.
 func waitApplied(t *testing.T, nodes []*Node) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "every node to apply the whole strict log", func() bool {
+	waitFor(t, patience, "every node to apply the whole strict log", func() bool {
 		var leader *Node
 		for _, nd := range nodes {
 			if nd.isStrictLeader() {
@@ -153,7 +161,7 @@ func TestStrictLinearizable(t *testing.T) {
 	}
 	ops = append(ops, hidden...)
 
-	res, took := checkStrictHistory(t, rules, ops, horizon, 30*time.Second, porcupine.Ok)
+	res, took := checkStrictHistory(t, rules, ops, horizon, patience, porcupine.Ok)
 	t.Logf("porcupine: %s in %v", res, took.Round(time.Millisecond))
 	if res != porcupine.Ok {
 		t.Errorf("history of %d strict checks is %s, want Ok (linearizable)", tally.strict, res)
@@ -182,7 +190,7 @@ func TestStrictLinearizableCatchesOverAdmission(t *testing.T) {
 	if tally.strict != len(ops) {
 		t.Fatalf("only %d of %d checks were strict decisions: %v; first errors: %q", tally.strict, len(ops), tally, tally.firstErrs)
 	}
-	res, took := checkStrictHistory(t, rules, ops, horizon, 30*time.Second, porcupine.Illegal)
+	res, took := checkStrictHistory(t, rules, ops, horizon, patience, porcupine.Illegal)
 	t.Logf("porcupine: %s in %v", res, took.Round(time.Millisecond))
 	if res != porcupine.Illegal {
 		t.Fatalf("history of a state machine that over-admits is %s, want Illegal", res)

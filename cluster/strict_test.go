@@ -12,7 +12,11 @@ import (
 
 func TestStrictSingleNodeIsExact(t *testing.T) {
 	rule := window.Rule{Name: "pay", Count: 50, Window: time.Hour, Type: window.Fixed, SyncInterval: window.Strict}
-	n, err := Start(context.Background(), Config{Name: "solo", Rules: []window.Rule{rule}, Logger: testLogger(t)})
+	// Until it has elected itself a check waits; on a slow machine, longer
+	// than the default strict timeout.
+	cfg := Config{Name: "solo", Rules: []window.Rule{rule}, Logger: testLogger(t)}
+	patientStrict(&cfg)
+	n, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +53,8 @@ func TestStrictClusterIsExact(t *testing.T) {
 		t.Skip("runs a 3-node cluster")
 	}
 	rule := window.Rule{Name: "pay", Count: 300, Window: time.Hour, Type: window.Sliding, SyncInterval: window.Strict}
-	cl := startCluster(t, 3, []window.Rule{rule}, nil)
-	waitFor(t, 10*time.Second, "three strict voters", func() bool {
-		cf := leaderOf(cl)
-		return cf != nil && len(cf.strictG.Load().raft.GetConfiguration().Configuration().Servers) == 3
-	})
+	cl := startStrictCluster(t, 3, []window.Rule{rule}, nil, patientStrict)
+	waitStrictGroup(t, cl, patience)
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	for _, nd := range cl {
@@ -78,14 +79,4 @@ func TestStrictClusterIsExact(t *testing.T) {
 	if got := admitted.Load(); got != 300 {
 		t.Fatalf("admitted %d of 600 across 3 nodes, want exactly the count 300", got)
 	}
-}
-
-// leaderOf returns the node that leads the strict group, or nil.
-func leaderOf(nodes []*Node) *Node {
-	for _, n := range nodes {
-		if n.strictG.Load() != nil && n.strictG.Load().raft.State() == 2 { // raft.Leader
-			return n
-		}
-	}
-	return nil
 }

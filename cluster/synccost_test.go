@@ -33,12 +33,12 @@ func TestSyncBytesPerChangedKey(t *testing.T) {
 	}
 	touch()
 	start := n.metrics.DeltasSent.Load()
-	waitFor(t, 5*time.Second, "a sync round", func() bool { return n.metrics.DeltasSent.Load() >= start+2 })
+	waitFor(t, patience, "a sync round", func() bool { return n.metrics.DeltasSent.Load() >= start+2 })
 	bytes0, entries0 := n.metrics.BytesSent.Load(), n.metrics.EntriesSent.Load()
 	for range 5 {
 		touch()
 		sent := n.metrics.DeltasSent.Load()
-		waitFor(t, 5*time.Second, "a sync round", func() bool { return n.metrics.DeltasSent.Load() >= sent+2 })
+		waitFor(t, patience, "a sync round", func() bool { return n.metrics.DeltasSent.Load() >= sent+2 })
 	}
 	bytes, entries := n.metrics.BytesSent.Load()-bytes0, n.metrics.EntriesSent.Load()-entries0
 	if entries < int64(5*len(keys)) {

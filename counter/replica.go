@@ -233,6 +233,23 @@ func (r *Replica) ResendAll(peer Incarnation) {
 	}
 }
 
+// ClockStepped tells the replica that the node's clock jumped to now (a
+// correction, or a step back): rounds and expiry passes scheduled further
+// ahead than one interval from now are brought back to now, so that a
+// clock that moved back does not stall sync until it catches up.
+func (r *Replica) ClockStepped(now int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, t := range r.order {
+		if t.nextSync.Load() > now+int64(t.syncEvery()) {
+			t.nextSync.Store(now)
+		}
+		if r.sweep[i] > now+int64(t.rule.Window) {
+			r.sweep[i] = now
+		}
+	}
+}
+
 // NextTick returns when Tick next has work to do.
 func (r *Replica) NextTick() int64 {
 	r.mu.Lock()

@@ -231,3 +231,20 @@ func TestReceiveRejectsMalformed(t *testing.T) {
 		t.Fatalf("malformed deltas changed the view: %+v", view)
 	}
 }
+
+// TestClockSteppedBack checks that a clock that jumps back does not stall
+// sync rounds until it catches up with where it was.
+func TestClockSteppedBack(t *testing.T) {
+	rule := window.Rule{Name: "r", Count: 10, Window: time.Second, Type: window.Fixed, SyncInterval: 100 * time.Millisecond}
+	start := int64(100 * time.Second)
+	r, err := NewReplica(Config{Self: Incarnation{Node: "a", Boot: 1}, Rules: []window.Rule{rule}, Start: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetPeers([]Incarnation{{Node: "b", Boot: 2}})
+	back := start - int64(30*time.Second)
+	r.ClockStepped(back)
+	if next := r.NextTick(); next > back+int64(rule.SyncInterval) {
+		t.Errorf("after a step back of 30 s the next round is %v away, want at most one interval", time.Duration(next-back))
+	}
+}

@@ -102,13 +102,17 @@ func startRaft(t *testing.T, conf *raft.Config, s *store.Store, snaps raft.Snaps
 	if err != nil {
 		t.Fatalf("NewRaft: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	// LeaderCh says when leadership is won (or lost); the deadline only
+	// turns a hang into a failure, however slow the machine.
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
 	for r.State() != raft.Leader {
-		if time.Now().After(deadline) {
+		select {
+		case <-r.LeaderCh():
+		case <-deadline.C:
 			r.Shutdown()
-			t.Fatalf("node did not become leader; state %v", r.State())
+			t.Fatalf("node did not become leader within a minute; state %v", r.State())
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	return r
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/chaos/sim"
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -35,6 +37,59 @@ type Options struct {
 	// from the start of the run). It is called from one goroutine while the
 	// run goes on and must return promptly.
 	Live func(sim.SecondStat)
+	// StrictTimeout is the nodes' cluster.Config.StrictTimeout: how long a
+	// strict check waits for the log before its rule's fail_mode answers.
+	// Zero keeps the node's default. A run that must measure the log alone,
+	// however slow the machine, sets it long.
+	StrictTimeout time.Duration
+}
+
+// AccuracyResult is what an accuracy run measured: the simulator's figures
+// (sim.Result, whose JSON fields it carries unchanged) plus what only a
+// wall-clock run has.
+//
+// Every request arrives during the run, but a real node may decide it
+// later: a backlog of checks still queued when the run ends (a strict check
+// waits for the Raft log, and a loaded machine delays every check). A
+// decision counts in the window of the moment it was made, on the clock
+// that made it (window.Decision.At), as the node counted it; one made after
+// the run's end belongs to a window the run does not report, and one
+// stamped before the run's start (a deciding clock behind the bench's) to
+// one before it. Windows and Seconds hold neither kind; DecidedAfterEnd and
+// DecidedBeforeStart say how many there were. DemandTotal, AdmittedTotal
+// and RefusedTotal count every request that arrived during the run, as the
+// simulator's do.
+type AccuracyResult struct {
+	*sim.Result
+	// DecidedAfterEnd are requests that arrived during the run and were
+	// decided after its end.
+	DecidedAfterEnd OutsideRun `json:"decided_after_end"`
+	// DecidedBeforeStart are requests that arrived during the run and were
+	// decided, by the deciding node's clock, before its start.
+	DecidedBeforeStart OutsideRun `json:"decided_before_start"`
+	// ByPath counts decisions by what made them (window.Path names: local,
+	// strict, fail-open, fail-closed, fail-local): a strict run whose
+	// checks fail over is not measuring the log.
+	ByPath map[string]int64 `json:"by_path"`
+}
+
+// OutsideRun counts decisions made outside the run's span.
+type OutsideRun struct {
+	// Decided is how many there were, and Admitted how many of them were
+	// allowed.
+	Decided  int64 `json:"decided"`
+	Admitted int64 `json:"admitted"`
+	// FurthestS is how far outside the span, in seconds, the furthest of
+	// them was made.
+	FurthestS float64 `json:"furthest_s"`
+}
+
+func (o *OutsideRun) add(allowed bool, by time.Duration) {
+	o.Decided++
+	if allowed {
+		o.Admitted++
+	}
+	o.FurthestS = max(o.FurthestS, by.Seconds())
 }
 
 // StoppedError is returned, with a partial result, when ctx ends a run
@@ -55,15 +110,26 @@ func (e *StoppedError) Error() string {
 // Unwrap returns ctx's error.
 func (e *StoppedError) Unwrap() error { return e.Err }
 
-// Accuracy runs scenario c on a real cluster of c.Nodes nodes in this
+// Accuracy is MeasureAccuracy's sim.Result alone: what each window admitted,
+// laid out as sim.Run reports the same scenario in virtual time.
+func Accuracy(ctx context.Context, c sim.Config, opts Options) (*sim.Result, error) {
+	res, err := MeasureAccuracy(ctx, c, opts)
+	if res == nil {
+		return nil, err
+	}
+	return res.Result, err
+}
+
+// MeasureAccuracy runs scenario c on a real cluster of c.Nodes nodes in this
 // process, in wall-clock time, and reports what each window admitted as
-// sim.Run does for the same scenario in virtual time.
+// sim.Run does for the same scenario in virtual time, and which decisions
+// fell outside the run.
 //
 // The cluster enforces the one rule c.Rule(). Its clock is shifted so that
 // the run starts on a window boundary; the arrivals are sim.NewTraffic's for
 // that start, each issued at its own time to its node, and each decision is
-// recorded at the moment the node made it. The sync traffic is what the
-// nodes' metrics count over the run.
+// recorded at the moment the node made it (its At). The sync traffic is
+// what the nodes' metrics count over the run.
 //
 // Some of the scenario is what the machine makes it, not what c says:
 //   - Latency is loopback's (tens of microseconds, plus scheduling); a value
@@ -71,11 +137,12 @@ func (e *StoppedError) Unwrap() error { return e.Err }
 //   - The nodes' sync phases follow from when each node started, not from
 //     Seed; Seed still draws Poisson arrivals.
 //   - A strict scenario (Sync == window.Strict) runs the rule through the
-//     cluster's Raft group: every check goes to the leader.
+//     cluster's Raft group: every check goes to the leader. Traffic starts
+//     once every node decides through the log.
 //
-// When ctx ends the run early, Accuracy returns what it measured and a
-// *StoppedError saying how much that is.
-func Accuracy(ctx context.Context, c sim.Config, opts Options) (*sim.Result, error) {
+// When ctx ends the run early, MeasureAccuracy returns what it measured and
+// a *StoppedError saying how much that is.
+func MeasureAccuracy(ctx context.Context, c sim.Config, opts Options) (*AccuracyResult, error) {
 	if err := c.ValidateWallClock(); err != nil {
 		return nil, err
 	}
@@ -89,7 +156,18 @@ func Accuracy(ctx context.Context, c sim.Config, opts Options) (*sim.Result, err
 	if d := sim.Defaults().Latency; c.Latency != d {
 		log.Warn("latency is ignored by a real cluster: its nodes talk over loopback", "latency", c.Latency)
 	}
-	cl, err := StartCluster(ctx, c.Nodes, []window.Rule{c.Rule()}, opts.NodeLogger)
+	rule := c.Rule()
+	cl, err := startCluster(ctx, c.Nodes, []window.Rule{rule}, opts.NodeLogger, func(cfg *cluster.Config) {
+		cfg.StrictTimeout = opts.StrictTimeout
+	})
+	if err == nil && rule.IsStrict() {
+		// Until the group has its leader and the log its rule, a strict
+		// check is answered by the rule's fail_mode: not what a strict run
+		// measures.
+		if err = waitStrictReady(ctx, cl, rule.Name); err != nil {
+			err = errors.Join(err, cl.Close())
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, &StoppedError{Err: context.Cause(ctx)}
@@ -113,10 +191,18 @@ type item struct {
 // worker decides one node's requests in arrival order and keeps what they
 // were; only its own goroutine writes to it until the run is over.
 type worker struct {
-	log     []uint64 // per decision: (offset from start) << 1 | allowed
-	late    int64    // decisions made more than lateAfter after the arrival
+	log     []decided
+	late    int64 // decisions made more than lateAfter after the arrival
 	maxLate time.Duration
 	err     error
+}
+
+// decided is one request: when it arrived and when, by the deciding clock,
+// it was decided (Unix nanoseconds), whether it was allowed, and by what.
+type decided struct {
+	arrived, at int64
+	allowed     bool
+	path        window.Path
 }
 
 // accuracyRun is one run's shared, read-mostly state.
@@ -131,7 +217,7 @@ type accuracyRun struct {
 	perSecond []atomic.Int64
 }
 
-func runAccuracy(ctx context.Context, cl *Cluster, c sim.Config, live func(sim.SecondStat), log *slog.Logger) (*sim.Result, error) {
+func runAccuracy(ctx context.Context, cl *Cluster, c sim.Config, live func(sim.SecondStat), log *slog.Logger) (*AccuracyResult, error) {
 	// Lead one sync interval so every node has had a round on the shifted
 	// clock when traffic starts.
 	start := cl.AlignNext(c.Window, c.Sync+50*time.Millisecond)
@@ -159,6 +245,8 @@ func runAccuracy(ctx context.Context, cl *Cluster, c sim.Config, live func(sim.S
 
 	completed := r.schedule(runCtx, feeds)
 	stoppedAt := min(cl.Now(), r.end)
+	// The run ends when its backlog is decided: every request handed over
+	// is decided and recorded, however late.
 	for _, f := range feeds {
 		close(f)
 	}
@@ -187,18 +275,57 @@ func runAccuracy(ctx context.Context, cl *Cluster, c sim.Config, live func(sim.S
 	}
 	cc := c
 	cc.Duration = measured
-	rec := sim.NewRecorder(&cc, start)
+	res := tally(&cc, start, workers)
+	res.SyncTraffic(deltas1-deltas0, entries1-entries0)
+	out := res.result()
+	if !completed {
+		return out, &StoppedError{Measured: measured, Err: context.Cause(ctx)}
+	}
+	return out, nil
+}
+
+// tallied is a run's decisions sorted into the measured span and outside it.
+type tallied struct {
+	*sim.Recorder
+	after, before OutsideRun
+	byPath        map[string]int64
+}
+
+// tally records the decisions of every request that arrived in the
+// measured span [start, start + c.Duration), each at the moment it was
+// decided: in the span's windows and seconds, or as decided after its end
+// or before its start. Requests that arrived after the span (a stopped
+// run's last ones) are not part of it.
+func tally(c *sim.Config, start int64, workers []*worker) *tallied {
+	end := start + int64(c.Duration)
+	t := &tallied{Recorder: sim.NewRecorder(c, start), byPath: map[string]int64{}}
 	for node, w := range workers {
 		for _, d := range w.log {
-			rec.Request(start+int64(d>>1), node, d&1 == 1)
+			if d.arrived < start || d.arrived >= end {
+				continue
+			}
+			t.byPath[d.path.String()]++
+			switch {
+			case d.at >= end:
+				t.after.add(d.allowed, time.Duration(d.at-end))
+			case d.at < start:
+				t.before.add(d.allowed, time.Duration(start-d.at))
+			default:
+				t.Request(d.at, node, d.allowed)
+			}
 		}
 	}
-	rec.SyncTraffic(deltas1-deltas0, entries1-entries0)
-	res := rec.Result()
-	if !completed {
-		return res, &StoppedError{Measured: measured, Err: context.Cause(ctx)}
-	}
-	return res, nil
+	return t
+}
+
+// result is the AccuracyResult: the recorder's, with the decisions made
+// outside the span added to the totals (they arrived in it).
+func (t *tallied) result() *AccuracyResult {
+	res := &AccuracyResult{Result: t.Recorder.Result(), DecidedAfterEnd: t.after, DecidedBeforeStart: t.before, ByPath: t.byPath}
+	res.DemandTotal += t.after.Decided + t.before.Decided
+	res.AdmittedTotal += t.after.Admitted + t.before.Admitted
+	res.RefusedTotal = res.DemandTotal - res.AdmittedTotal
+	return res
 }
 
 // schedule hands every arrival to its node's worker at the arrival's time,
@@ -266,32 +393,30 @@ func (r *accuracyRun) work(ctx context.Context, stop context.CancelFunc, node in
 		if w.err != nil {
 			continue
 		}
-		t := r.cl.Now()
+		asked := r.cl.Now()
 		d, err := nd.Allow(ctx, r.rule, benchKey, 1)
 		if err != nil {
 			w.err = err
 			stop()
 			continue
 		}
-		if late := time.Duration(t - it.at); late > lateAfter {
+		if late := time.Duration(asked - it.at); late > lateAfter {
 			w.late++
 			w.maxLate = max(w.maxLate, late)
 		}
-		// A decision counts in the window it was made in: a strict check
-		// asked for just before a boundary may be decided after it, by the
-		// leader, against the next window's budget.
-		if d.At != 0 {
-			t = max(t, d.At)
+		// A decision counts in the window it was made in, as the node
+		// counted it: a strict check asked for just before a boundary may
+		// be decided after it, by the leader, against the next window's
+		// budget; one decided after the run's end is in none of its
+		// windows.
+		at := d.At
+		if at == 0 {
+			at = asked // the deciding clock did not say: when it was asked
 		}
-		// A request that arrived in the run but is decided just after it
-		// still belongs to it: count it in the run's last moment.
-		t = min(t, r.end-1)
-		var allowed uint64
-		if d.Allowed {
-			allowed = 1
-			r.perSecond[node*r.seconds+int((t-r.start)/int64(time.Second))].Add(1)
+		w.log = append(w.log, decided{arrived: it.at, at: at, allowed: d.Allowed, path: d.Path})
+		if d.Allowed && at >= r.start && at < r.end {
+			r.perSecond[node*r.seconds+int((at-r.start)/int64(time.Second))].Add(1)
 		}
-		w.log = append(w.log, uint64(t-r.start)<<1|allowed)
 	}
 }
 

@@ -55,6 +55,12 @@ func (c *clock) Now() int64 { return c.baseNanos + int64(time.Since(c.base)) + c
 // sync peer. logger receives the nodes' logs (nil: discarded). On error
 // nothing is left running.
 func StartCluster(ctx context.Context, n int, rules []window.Rule, logger *slog.Logger) (*Cluster, error) {
+	return startCluster(ctx, n, rules, logger, nil)
+}
+
+// startCluster is StartCluster with tweak, if set, applied to each node's
+// configuration before the node starts.
+func startCluster(ctx context.Context, n int, rules []window.Rule, logger *slog.Logger, tweak func(*cluster.Config)) (*Cluster, error) {
 	if n < 1 || n > MaxNodes {
 		return nil, fmt.Errorf("nodes must be in [1, %d] for an in-process cluster, got %d", MaxNodes, n)
 	}
@@ -67,12 +73,16 @@ func StartCluster(ctx context.Context, n int, rules []window.Rule, logger *slog.
 		if i > 0 {
 			join = []string{c.Nodes[0].GossipAddr()}
 		}
-		nd, err := cluster.Start(ctx, cluster.Config{
+		cfg := cluster.Config{
 			Name: fmt.Sprintf("n%d", i), Rules: rules,
 			GRPCAddr: "127.0.0.1:0", BindAddr: "127.0.0.1:0", Join: join,
 			JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second,
 			Logger: logger, Now: c.clock.Now,
-		})
+		}
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		nd, err := cluster.Start(ctx, cfg)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("start node n%d: %w", i, err), c.Close())
 		}

@@ -86,6 +86,10 @@ type ThroughputConfig struct {
 	DataDir string
 	// Seed seeds the workers' key choices.
 	Seed uint64
+	// StrictTimeout is the nodes' cluster.Config.StrictTimeout: how long a
+	// strict check waits for the log before its rule's fail_mode answers.
+	// Zero keeps the node's default.
+	StrictTimeout time.Duration
 	// NodeLogger receives the nodes' logs; nil discards them.
 	NodeLogger *slog.Logger
 }
@@ -128,6 +132,8 @@ func (c *ThroughputConfig) Validate() error {
 		return fmt.Errorf("duration: must be > 0, got %v", c.Duration)
 	case c.Warmup < 0:
 		return fmt.Errorf("warmup: must be ≥ 0, got %v", c.Warmup)
+	case c.StrictTimeout < 0:
+		return fmt.Errorf("strict-timeout: must be ≥ 0, got %v", c.StrictTimeout)
 	}
 	r := c.rule()
 	if err := r.Validate(); err != nil {
@@ -261,7 +267,7 @@ func startThroughputCluster(ctx context.Context, c *ThroughputConfig, dataDir st
 		cfg := cluster.Config{
 			Name: "n" + strconv.Itoa(i), Rules: rules,
 			JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second,
-			Logger: logger, Now: cl.clock.Now,
+			Logger: logger, Now: cl.clock.Now, StrictTimeout: c.StrictTimeout,
 		}
 		if c.Nodes > 1 || c.Transport == TransportGRPC {
 			cfg.GRPCAddr = "127.0.0.1:0"
@@ -287,7 +293,7 @@ func startThroughputCluster(ctx context.Context, c *ThroughputConfig, dataDir st
 		return nil, errors.Join(err, cl.Close())
 	}
 	if c.Mode == ModeStrict {
-		if err := waitStrictReady(ctx, cl); err != nil {
+		if err := waitStrictReady(ctx, cl, throughputRule); err != nil {
 			quiet()
 			return nil, errors.Join(err, cl.Close())
 		}
@@ -295,19 +301,19 @@ func startThroughputCluster(ctx context.Context, c *ThroughputConfig, dataDir st
 	return cl, nil
 }
 
-// waitStrictReady returns once every node decides a strict check through
-// the log: the group has its voters, every node knows the leader, and the
-// log knows the rule. It asks with hits = 0, which spends nothing, and asks
-// again every probeEvery until the answer comes from the log; nothing
-// signals readiness, so it polls as waitFormed does.
-func waitStrictReady(ctx context.Context, cl *Cluster) error {
+// waitStrictReady returns once every node decides a strict check of rule
+// through the log: the group has its voters, every node knows the leader,
+// and the log knows the rule. It asks with hits = 0, which spends nothing,
+// and asks again every probeEvery until the answer comes from the log;
+// nothing signals readiness, so it polls as waitFormed does.
+func waitStrictReady(ctx context.Context, cl *Cluster, rule string) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	tick := time.NewTicker(probeEvery)
 	defer tick.Stop()
 	for _, nd := range cl.Nodes {
 		for {
-			d, err := nd.Allow(ctx, throughputRule, "ready", 0)
+			d, err := nd.Allow(ctx, rule, "ready", 0)
 			if err == nil && d.Path == window.PathStrict {
 				break
 			}

@@ -90,6 +90,7 @@ func TestThroughputConfigErrors(t *testing.T) {
 		{func(c *ThroughputConfig) { c.Keys = 0 }, "keys: "},
 		{func(c *ThroughputConfig) { c.Duration = 0 }, "duration: "},
 		{func(c *ThroughputConfig) { c.Warmup = -time.Second }, "warmup: "},
+		{func(c *ThroughputConfig) { c.StrictTimeout = -time.Second }, "strict-timeout: "},
 		{func(c *ThroughputConfig) { c.Limit = 0 }, "limit: "},
 		{func(c *ThroughputConfig) { c.Window = 0 }, "window: "},
 		{func(c *ThroughputConfig) { c.Mode, c.Sync = ModeBatched, 2*time.Second }, "sync: "},
@@ -113,11 +114,13 @@ func TestThroughputConfigErrors(t *testing.T) {
 	}
 }
 
-// shortRun is a 2-second run of 8 embedded workers.
+// shortRun is a 2-second run of 8 embedded workers. However slow the
+// machine, a strict check waits for the log rather than fail over.
 func shortRun(mode string, nodes int) ThroughputConfig {
 	c := ThroughputDefaults()
 	c.Mode, c.Nodes, c.Concurrency = mode, nodes, 8
 	c.Duration, c.Warmup = 2*time.Second, 200*time.Millisecond
+	c.StrictTimeout = patience
 	c.NodeLogger = testLogger()
 	return c
 }
@@ -230,12 +233,16 @@ func TestThroughputStopped(t *testing.T) {
 	c.Duration, c.Warmup = time.Hour, 0
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
+	called := time.Now()
 	res, err := Throughput(ctx, c)
+	took := time.Since(called)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v, want the context's deadline", err)
 	}
-	if res == nil || res.Decisions == 0 || res.DurationS <= 0 || res.DurationS > 1.5 {
-		t.Fatalf("result %+v, want up to a second's decisions", res)
+	// What it measured lies within the call, however long the machine
+	// took to notice the deadline.
+	if res == nil || res.Decisions == 0 || res.DurationS <= 0 || res.DurationS > took.Seconds() {
+		t.Fatalf("result %+v, want some decisions in the %v the call took", res, took)
 	}
 }
 

@@ -349,6 +349,8 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 		RaftAdvertiseAddr: f.RaftAdvertiseAddr,
 		StrictVoters:      f.StrictVoters,
 		StrictTimeout:     time.Duration(f.StrictTimeout * float64(time.Second)),
+		PersistInterval:   time.Duration(f.PersistInterval * float64(time.Second)),
+		ReconnectInterval: time.Duration(f.ReconnectInterval * float64(time.Second)),
 		ShutdownTimeout:   shutdown,
 		Logger:            logger,
 		Now:               opts.now,

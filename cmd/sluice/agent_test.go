@@ -100,27 +100,10 @@ func startTestAgentArgs(t *testing.T, now func() int64, args ...string) *agent {
 	return a
 }
 
-// waitUntil polls cond until it holds or within passes; cond also returns
-// what it saw, for the failure message.
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, saw := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s; last saw:\n%s", within, what, saw)
-		}
-		time.Sleep(20 * time.Millisecond) // the poll interval
-	}
-}
-
 // httpGet fetches url and returns the status and body.
 func httpGet(t *testing.T, url string) (int, string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -220,8 +203,8 @@ func TestAgentMainServesUntilCanceled(t *testing.T) {
 	case a = <-ready:
 	case err := <-done:
 		t.Fatalf("agent stopped before serving: %v\n%s", err, stderr.String())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("agent did not start in 20s\n%s", stderr.String())
+	case <-time.After(patience):
+		t.Fatalf("agent did not start in %v\n%s", patience, stderr.String())
 	}
 
 	// The built-in rules: api is 10 per 10s. (remaining is this node's
@@ -240,8 +223,8 @@ func TestAgentMainServesUntilCanceled(t *testing.T) {
 		if err != nil {
 			t.Fatalf("agent: %v", err)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("agent did not stop in 20s after cancel")
+	case <-time.After(patience):
+		t.Fatalf("agent did not stop in %v after cancel", patience)
 	}
 	if _, _, err := httpGet(t, "http://"+a.HTTPAddr()+"/healthz"); err == nil {
 		t.Error("the HTTP server still answers after the agent stopped")
@@ -285,7 +268,7 @@ func TestAgentCluster(t *testing.T) {
 
 	for _, a := range agents {
 		name := a.node.Name()
-		waitUntil(t, 20*time.Second, name+" lists 3 alive members with matching rules", func() (bool, string) {
+		waitUntil(t, patience, name+" lists 3 alive members with matching rules", func() (bool, string) {
 			code, out, errOut := runCmd(ctx, "members", "--addr", a.GRPCAddr(), "--json")
 			if code != 0 {
 				return false, fmt.Sprintf("exit %d: %s", code, errOut)
@@ -331,7 +314,7 @@ func TestAgentCluster(t *testing.T) {
 
 	for _, a := range agents {
 		name := a.node.Name()
-		waitUntil(t, 20*time.Second, name+"'s /metrics shows 3 members", func() (bool, string) {
+		waitUntil(t, patience, name+"'s /metrics shows 3 members", func() (bool, string) {
 			status, body, err := httpGet(t, "http://"+a.HTTPAddr()+"/metrics")
 			return err == nil && status == 200 && strings.Contains(body, "\nsluice_members 3\n"),
 				fmt.Sprintf("%d %v\n%s", status, err, body)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -84,7 +85,7 @@ func runBenchAccuracy(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usageError{fmt.Errorf("--nodes must be in [1, %d] for an in-process cluster, got %d", bench.MaxNodes, c.Nodes)}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	res, err := bench.Accuracy(ctx, c, bench.Options{Logger: log})
+	res, err := bench.MeasureAccuracy(ctx, c, bench.Options{Logger: log})
 	var stopped *bench.StoppedError
 	if errors.As(err, &stopped) && res != nil {
 		// Report what was measured before the interrupt, then fail.
@@ -99,8 +100,9 @@ func runBenchAccuracy(ctx context.Context, args []string, stdout, stderr io.Writ
 }
 
 // writeBenchResult writes res as `sluice sim` does: the SVG chart if asked
-// for, then JSON or the table and chart.
-func writeBenchResult(stdout io.Writer, res *sim.Result, c *sim.Config, svg string, asJSON bool) error {
+// for, then JSON or the table and chart, and then what only a real cluster
+// has: the requests decided outside the run.
+func writeBenchResult(stdout io.Writer, res *bench.AccuracyResult, c *sim.Config, svg string, asJSON bool) error {
 	if svg != "" {
 		out, err := os.Create(svg)
 		if err != nil {
@@ -126,6 +128,30 @@ func writeBenchResult(stdout io.Writer, res *sim.Result, c *sim.Config, svg stri
 	if rest, ok := strings.CutPrefix(text, "sluice sim:"); ok {
 		text = "sluice bench accuracy:" + rest
 	}
+	text += "\n" + outsideRunText(res)
 	_, err := io.WriteString(stdout, text)
 	return err
+}
+
+// outsideRunText says how many requests were decided after the run's end
+// (and, if any, before its start): they count in no window of the table.
+func outsideRunText(res *bench.AccuracyResult) string {
+	line := func(o bench.OutsideRun, when, how string) string {
+		if o.Decided == 0 {
+			return fmt.Sprintf("decided %s: none of the %d requests\n", when, res.DemandTotal)
+		}
+		return fmt.Sprintf("decided %s: %d of the %d requests (%d admitted), the furthest %.3fs %s;"+
+			" each counts in the window it was decided in, which the table does not show\n",
+			when, o.Decided, res.DemandTotal, o.Admitted, o.FurthestS, how)
+	}
+	s := line(res.DecidedAfterEnd, "after the run's end", "after it")
+	if res.DecidedBeforeStart.Decided > 0 {
+		s += line(res.DecidedBeforeStart, "before the run's start", "before it")
+	}
+	// A strict rule's checks that failed over were not decided by the log.
+	paths := make([]string, 0, len(res.ByPath))
+	for _, p := range slices.Sorted(maps.Keys(res.ByPath)) {
+		paths = append(paths, fmt.Sprintf("%s %d", p, res.ByPath[p]))
+	}
+	return s + "decided by: " + strings.Join(paths, ", ") + "\n"
 }

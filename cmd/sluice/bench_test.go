@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/chaos/bench"
+	"github.com/sluicehq/sluice/chaos/sim"
 )
 
 func TestBenchUsageErrors(t *testing.T) {
@@ -50,7 +53,8 @@ func TestBenchUsageErrors(t *testing.T) {
 }
 
 // `sluice bench accuracy --json` prints the same JSON object as `sluice sim
-// --json`, measured on a real cluster.
+// --json`, measured on a real cluster, and what only a real cluster has:
+// the decisions made outside the run, and what made them.
 func TestBenchAccuracyJSON(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 2-node cluster for 2 s")
@@ -71,14 +75,47 @@ func TestBenchAccuracyJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(simOut), &want); err != nil {
 		t.Fatal(err)
 	}
-	gotKeys, wantKeys := slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want))
+	gotKeys := slices.Sorted(maps.Keys(got))
+	wantKeys := slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(want)), "by_path", "decided_after_end", "decided_before_start")))
 	if !slices.Equal(gotKeys, wantKeys) {
-		t.Errorf("bench JSON keys %v, want the simulator's %v", gotKeys, wantKeys)
+		t.Errorf("bench JSON keys %v, want the simulator's and its own, %v", gotKeys, wantKeys)
+	}
+	if late, ok := got["decided_after_end"].(map[string]any); !ok || late["decided"] == nil || late["admitted"] == nil {
+		t.Errorf("decided_after_end %v, want how many were decided and admitted", got["decided_after_end"])
 	}
 	if got["demand_total"] != want["demand_total"] {
 		t.Errorf("demand_total %v, want the simulator's %v", got["demand_total"], want["demand_total"])
 	}
 	if w, ok := got["windows"].([]any); !ok || len(w) != 2 {
 		t.Errorf("windows %v, want 2 of them", got["windows"])
+	}
+}
+
+// The text report says how many requests were decided outside the run,
+// and by what.
+func TestOutsideRunText(t *testing.T) {
+	tests := []struct {
+		name string
+		res  bench.AccuracyResult
+		want string
+	}{
+		{"none", bench.AccuracyResult{Result: &sim.Result{DemandTotal: 1800}, ByPath: map[string]int64{"local": 1800}},
+			"decided after the run's end: none of the 1800 requests\ndecided by: local 1800\n"},
+		{"late and early", bench.AccuracyResult{Result: &sim.Result{DemandTotal: 1800},
+			DecidedAfterEnd:    bench.OutsideRun{Decided: 172, Admitted: 170, FurthestS: 0.5638},
+			DecidedBeforeStart: bench.OutsideRun{Decided: 1, Admitted: 1, FurthestS: 0.001},
+			ByPath:             map[string]int64{"strict": 1799, "fail-local": 1}},
+			"decided after the run's end: 172 of the 1800 requests (170 admitted), the furthest 0.564s after it;" +
+				" each counts in the window it was decided in, which the table does not show\n" +
+				"decided before the run's start: 1 of the 1800 requests (1 admitted), the furthest 0.001s before it;" +
+				" each counts in the window it was decided in, which the table does not show\n" +
+				"decided by: fail-local 1, strict 1799\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := outsideRunText(&tt.res); got != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
+			}
+		})
 	}
 }

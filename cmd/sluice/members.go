@@ -32,11 +32,10 @@ and prints one member per line, sorted by name:
      node-b  alive    127.0.0.1:7071  127.0.0.1:7947  9a0e4d7c1b2f3e65  match
      node-c  suspect  127.0.0.1:7072  127.0.0.1:7948  51d2a7e09c3b8f14  DIFFERENT
 
-* marks the node that answered. STATE is alive; suspect when the
-member is listed by gossip but did not answer this node's ping just now;
-or failed when gossip declared it dead and this node is trying to
-reconnect to it (every 5 s, for 24 h; members that left are retried too,
-and drop out once reconnected or forgotten). BOOT identifies the member's current run; it changes on
+* marks the node that answered. STATE is alive; suspect while gossip
+lists the member but it did not answer this node's ping just now; failed
+once gossip declared it dead and this node retries it (every 5 s, for
+24 h, until it is back). BOOT identifies the member's current run; it changes on
 every restart. RULES is match when the member's rules are the answering
 node's, DIFFERENT when they are not (a config drift to fix). A node run
 without --gossip-addr lists itself alone. --json prints one JSON object:

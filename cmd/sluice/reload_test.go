@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/window"
@@ -48,8 +48,7 @@ func TestAgentReloadsRules(t *testing.T) {
 		})
 	}
 	// The strict group started by the reload elects itself and serves.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitUntil(t, patience, "a strict decision after the reload", func() (bool, string) {
 		d, err := a.node.Allow(context.Background(), "api", "k", 0)
 		switch {
 		case errors.Is(err, cluster.ErrOutcomeUnknown):
@@ -57,12 +56,7 @@ func TestAgentReloadsRules(t *testing.T) {
 			// deadline: it is still settling, so ask again.
 		case err != nil:
 			t.Fatal(err)
-		case d.Path == window.PathStrict:
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no strict decision 5s after the reload: %+v", d)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
-	}
+		return err == nil && d.Path == window.PathStrict, fmt.Sprintf("%+v, %v", d, err)
+	})
 }

@@ -95,7 +95,11 @@ type Delta struct {
 	// ack is the highest seq the sender had received from the destination
 	// when it built this delta, so that the receiver can tell claims that
 	// crossed its own on the way.
-	Ack           uint64 `protobuf:"varint,7,opt,name=ack,proto3" json:"ack,omitempty"`
+	Ack uint64 `protobuf:"varint,7,opt,name=ack,proto3" json:"ack,omitempty"`
+	// sent_at is the sender's clock (Unix nanoseconds) when it sent the
+	// delta: receivers estimate the sender's clock offset from it, to find a
+	// node whose clock is off.
+	SentAt        int64 `protobuf:"varint,8,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -175,6 +179,13 @@ func (x *Delta) GetRules() []*RuleDelta {
 func (x *Delta) GetAck() uint64 {
 	if x != nil {
 		return x.Ack
+	}
+	return 0
+}
+
+func (x *Delta) GetSentAt() int64 {
+	if x != nil {
+		return x.SentAt
 	}
 	return 0
 }
@@ -712,7 +723,7 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x14sluice/v1/peer.proto\x12\tsluice.v1\"5\n" +
 	"\vIncarnation\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
-	"\x04boot\x18\x02 \x01(\x06R\x04boot\"\xe7\x01\n" +
+	"\x04boot\x18\x02 \x01(\x06R\x04boot\"\x80\x02\n" +
 	"\x05Delta\x12*\n" +
 	"\x04from\x18\x01 \x01(\v2\x16.sluice.v1.IncarnationR\x04from\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12:\n" +
@@ -720,7 +731,8 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x04live\x18\x04 \x01(\rR\x04live\x12\x12\n" +
 	"\x04full\x18\x05 \x01(\bR\x04full\x12*\n" +
 	"\x05rules\x18\x06 \x03(\v2\x14.sluice.v1.RuleDeltaR\x05rules\x12\x10\n" +
-	"\x03ack\x18\a \x01(\x04R\x03ack\"l\n" +
+	"\x03ack\x18\a \x01(\x04R\x03ack\x12\x17\n" +
+	"\asent_at\x18\b \x01(\x03R\x06sentAt\"l\n" +
 	"\tRuleDelta\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x1f\n" +
 	"\vbase_window\x18\x02 \x01(\x03R\n" +

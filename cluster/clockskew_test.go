@@ -1,0 +1,148 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// TestSkewWatchIgnoresDelayedDeltas feeds deltas that arrive late, as from
+// a stalled stream or across a clock step: the estimate keeps the least
+// delayed sample, and no correction follows.
+func TestSkewWatchIgnoresDelayedDeltas(t *testing.T) {
+	s := int64(time.Second)
+	w := newSkewWatch([]window.Rule{{Name: "r", Count: 1, Window: time.Second, Type: window.Fixed, SyncInterval: 100 * time.Millisecond}})
+	now := 1_000 * s
+	for _, peer := range []string{"a", "b"} {
+		w.observe(peer, now-int64(time.Millisecond), now)
+	}
+	// Both peers' next deltas were held up 3 s on the way.
+	for _, peer := range []string{"a", "b"} {
+		if r := w.observe(peer, now, now+3*s); r.fix != 0 || r.skewedPeers != 0 {
+			t.Fatalf("after a delayed delta from %s: correction %v, %d skewed peers; want none", peer, time.Duration(r.fix), r.skewedPeers)
+		}
+	}
+}
+
+func TestSkewWatch(t *testing.T) {
+	s := int64(time.Second)
+	ms := int64(time.Millisecond)
+	rules := []window.Rule{{Name: "r", Count: 1, Window: time.Second, Type: window.Fixed, SyncInterval: 100 * time.Millisecond}}
+	tests := []struct {
+		name        string
+		offsets     map[string]int64 // peer → its clock minus this node's
+		wantFix     int64
+		wantSkewed  int
+		wantTolered int64
+	}{
+		{"agreeing fleet, latency only", map[string]int64{"a": -2 * ms, "b": -3 * ms}, 0, 0, s / 2},
+		{"this node ahead by 2 s", map[string]int64{"a": -2 * s, "b": -2*s - 5*ms}, -2 * s, 0, s / 2},
+		{"this node behind by 3 s", map[string]int64{"a": 3 * s, "b": 3 * s, "c": 3*s + ms}, 3 * s, 0, s / 2},
+		{"one peer ahead by 2 s", map[string]int64{"a": 2 * s, "b": 0, "c": -ms}, 0, 1, s / 2},
+		{"a lone peer cannot tell which clock is off", map[string]int64{"a": 2 * s}, 0, 1, s / 2},
+		{"within the tolerance", map[string]int64{"a": 400 * ms, "b": 400 * ms}, 0, 0, s / 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newSkewWatch(rules)
+			var r skewReport
+			for peer, off := range tc.offsets {
+				r = w.observe(peer, 1_000*s+off, 1_000*s)
+			}
+			// One more pass so that every peer is judged against the final
+			// correction.
+			for peer, off := range tc.offsets {
+				r = w.observe(peer, 1_000*s+off, 1_000*s)
+			}
+			if got := w.fix.Load(); got != tc.wantFix {
+				t.Errorf("correction %v, want %v", time.Duration(got), time.Duration(tc.wantFix))
+			}
+			if r.skewedPeers != tc.wantSkewed {
+				t.Errorf("%d skewed peers, want %d", r.skewedPeers, tc.wantSkewed)
+			}
+			if got := w.tolerance.Load(); got != tc.wantTolered {
+				t.Errorf("tolerance %v, want %v", time.Duration(got), time.Duration(tc.wantTolered))
+			}
+		})
+	}
+}
+
+// TestSkewedNodeDecidesOnTheFleetsClock starts three nodes, one with its
+// clock 2.5 windows ahead. Without a correction it would count in windows
+// the others have not opened, and each side would hand out the whole count.
+// It must find its clock off, decide on the fleet's clock, and see and be
+// seen by the others' counts.
+func TestSkewedNodeDecidesOnTheFleetsClock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 3-node cluster")
+	}
+	// The whole test runs in one window of the fleet's clock, however slow
+	// the machine: an hour.
+	rule := window.Rule{Name: "api", Count: 30, Window: time.Hour, Type: window.Fixed, SyncInterval: 50 * time.Millisecond}
+	base := alignedClock(rule.Window)
+	skew := 5 * rule.Window / 2
+	var nodes []*Node
+	for i := range 3 {
+		now := base
+		if i == 2 {
+			now = func() int64 { return base() + int64(skew) }
+		}
+		var join []string
+		if len(nodes) > 0 {
+			join = []string{nodes[0].GossipAddr()}
+		}
+		nd, err := Start(context.Background(), Config{Name: fmt.Sprintf("node-%d", i), Rules: []window.Rule{rule},
+			GRPCAddr: "127.0.0.1:0", BindAddr: "127.0.0.1:0", Join: join, JoinTimeout: 5 * time.Second,
+			ShutdownTimeout: time.Second, Logger: testLogger(t), Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		nodes = append(nodes, nd)
+	}
+	skewed := nodes[2]
+	// Quiet nodes send no deltas: a little traffic on every node carries
+	// the clocks around.
+	waitFor(t, patience, "the skewed node to correct its clock and the others to name it", func() bool {
+		for _, nd := range nodes {
+			if _, err := nd.Allow(context.Background(), rule.Name, "warm-"+nd.Name(), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := skewed.Metrics().ClockCorrection.Load()
+		return c < -int64(skew)+int64(time.Second) && c > -int64(skew)-int64(time.Second) &&
+			nodes[0].Metrics().SkewedPeers.Load() == 1 && nodes[1].Metrics().SkewedPeers.Load() == 1
+	})
+	admitted := admitOn(t, nodes[0], rule.Name, "k", 15)
+	waitFor(t, patience, "the skewed node to see node-0's admissions", func() bool {
+		_, v, _ := skewed.View(rule.Name, "k")
+		return v.Curr == int64(admitted)
+	})
+	admitted += admitOn(t, skewed, rule.Name, "k", 30)
+	waitFor(t, patience, "node-1 to see both", func() bool {
+		_, v, _ := nodes[1].View(rule.Name, "k")
+		return v.Curr == int64(admitted)
+	})
+	if admitted > int(rule.Count) {
+		t.Errorf("the fleet admitted %d, over the count %d: the skewed node's clock inflated it", admitted, rule.Count)
+	}
+}
+
+// admitOn checks key n times on nd and returns how many were admitted.
+func admitOn(t *testing.T, nd *Node, rule, key string, n int) int {
+	t.Helper()
+	got := 0
+	for range n {
+		d, err := nd.Allow(context.Background(), rule, key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			got++
+		}
+	}
+	return got
+}
