@@ -28,9 +28,11 @@ import (
 // later merges those counts into the log: the hit then lands in the window
 // the node counted it in, whether or not it fits (a merge, not a
 // decision), or nowhere if that window has passed. So such an admission
-// either never reaches the log, or is merged, or (if it was on its way to
-// the leader and its merge came too late to count) is decided by the log —
-// but once: a check counted twice is not explained.
+// either never reaches the log, or is merged, or is decided by the log (it
+// was on its way to the leader when its node gave up waiting), or both:
+// the log cannot tell its own decision of a check from the node's fail-local
+// count of the same check, so it may count it twice. That errs on the side
+// of refusing, never of admitting more than the count.
 
 // strictIn is a check's input; call bounds when an unknown outcome could
 // have been decided. local marks an admission by fail_mode local, made at
@@ -100,6 +102,7 @@ func strictStep(rules map[string]window.Rule, horizon int64, s strictState, in s
 		return next
 	}
 	from := max(s.last, in.call)
+	bases := []strictState{s}
 	if in.local {
 		// Merged at some moment from from on: it counts in its own window,
 		// as prev in the next, and not at all later.
@@ -113,18 +116,23 @@ func strictStep(rules map[string]window.Rule, horizon int64, s strictState, in s
 			}
 			s2.last = max(from, window.Start(w, r.Window))
 			next = append(next, s2)
+			bases = append(bases, s2)
 		}
 	}
-	for w := window.Index(from, r.Window); window.Start(w, r.Window) <= horizon; w++ {
-		lo := max(from, window.Start(w, r.Window))
-		hi := min(window.Start(w+1, r.Window)-1, horizon)
-		s2 := s.roll(w)
-		// Prev only decays within a window: if the hits fit at any moment
-		// of it, they fit at its last one.
-		if lo <= hi && r.Fits(s2.counts(), hi, in.hits) {
-			s2.curr += in.hits
-			s2.last = lo
-			next = append(next, s2)
+	// Decided by the log, after no merge or after one.
+	for _, b := range bases {
+		from := max(b.last, in.call)
+		for w := max(window.Index(from, r.Window), b.idx); window.Start(w, r.Window) <= horizon; w++ {
+			lo := max(from, window.Start(w, r.Window))
+			hi := min(window.Start(w+1, r.Window)-1, horizon)
+			s2 := b.roll(w)
+			// Prev only decays within a window: if the hits fit at any
+			// moment of it, they fit at its last one.
+			if lo <= hi && r.Fits(s2.counts(), hi, in.hits) {
+				s2.curr += in.hits
+				s2.last = lo
+				next = append(next, s2)
+			}
 		}
 	}
 	return next

@@ -100,10 +100,15 @@ func TestStrictModel(t *testing.T) {
 			local(fixed5, 20),
 			check(fixed5, window.Counts{Curr: 2}, 40, 0, 36, 45),
 		}, porcupine.Ok},
-		{"a fail-local admission counted twice", []Record{
+		{"a fail-local admission merged and decided by the log", []Record{
 			check(fixed5, window.Counts{}, 10, 1, 5, 15),
 			local(fixed5, 20),
 			check(fixed5, window.Counts{Curr: 3}, 40, 0, 36, 45),
+		}, porcupine.Ok},
+		{"a fail-local admission cannot count three times", []Record{
+			check(fixed5, window.Counts{}, 10, 1, 5, 15),
+			local(fixed5, 20),
+			check(fixed5, window.Counts{Curr: 4}, 40, 0, 36, 45),
 		}, porcupine.Illegal},
 	}
 	for _, tt := range tests {
