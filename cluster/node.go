@@ -391,6 +391,7 @@ func (n *Node) Close() error {
 			errs = append(errs, n.members.leave())
 		}
 		n.cancel()
+		n.stopStrictRaft()
 		n.wg.Wait()
 		n.peers.closeAll()
 		if n.server != nil {
@@ -416,6 +417,7 @@ func (n *Node) Kill() {
 			n.members.shutdown()
 		}
 		n.cancel()
+		n.stopStrictRaft()
 		n.wg.Wait()
 		n.peers.closeAll()
 		if n.server != nil {
@@ -429,6 +431,18 @@ func (n *Node) Kill() {
 		}
 		n.closeErr = ErrClosed
 	})
+}
+
+// stopStrictRaft shuts strict mode's Raft down before the node waits for
+// its loops: a loop waiting on a Raft future (an entry that cannot commit
+// while a partition holds) is then answered with ErrRaftShutdown instead
+// of holding Close or Kill until the partition heals.
+func (n *Node) stopStrictRaft() {
+	if g := n.strictG.Load(); g != nil && g.raft != nil {
+		if err := g.raft.Shutdown().Error(); err != nil {
+			n.log.Warn("strict raft shutdown", "err", err)
+		}
+	}
 }
 
 // tickLoop drives the replica's sync rounds and expiry on the node's clock.

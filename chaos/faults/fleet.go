@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -189,7 +191,7 @@ func stopWithin(nd *cluster.Node, within time.Duration) error {
 	case <-done:
 		return nil
 	case <-t.C:
-		return fmt.Errorf("faults: kill %s: the node did not stop within %v", nd.Name(), within)
+		return fmt.Errorf("faults: kill %s: the node did not stop within %v; goroutines: %s", nd.Name(), within, dumpGoroutines())
 	}
 }
 
@@ -316,4 +318,18 @@ func FormatEvents(events []Event, start int64) string {
 		fmt.Fprintf(&b, "  %8.3fs  %s\n", float64(e.At-start)/1e9, e.What)
 	}
 	return b.String()
+}
+
+// dumpGoroutines writes every goroutine's stack to a temporary file, for a
+// node that would not stop, and returns the file's name.
+func dumpGoroutines() string {
+	f, err := os.CreateTemp("", "sluice-chaos-goroutines-*.txt")
+	if err != nil {
+		return "not written: " + err.Error()
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
+		return "not written: " + err.Error()
+	}
+	return f.Name()
 }
