@@ -240,6 +240,12 @@ func (g *strictGroup) listen() error {
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftStream{lis: lis, advertise: advertise, network: n.network()},
 		MaxPool: 8, Timeout: 2 * time.Second, Logger: newRaftLogger(n.log),
+		// No pipelining: hashicorp/raft's pipeline can deadlock after a
+		// stale-term answer (a replication goroutine parked on a response
+		// no one reads), which stalls a follower and hangs Shutdown. Group
+		// commit already packs many checks into each entry, so one append
+		// in flight per follower costs little.
+		MaxRPCsInFlight: 1,
 		// Voters are dialled where gossip says they are now, not where the
 		// log last recorded them: a voter restarted on another port (the
 		// default picks a free one) is reachable before a leader exists to
