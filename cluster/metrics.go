@@ -18,8 +18,10 @@ type Metrics struct {
 	// than the tolerance; ClockCorrection is what this node adds to its own
 	// clock to decide on the fleet's (nanoseconds, 0 when it agrees).
 	SkewedPeers, ClockCorrection atomic.Int64
-	// Saves are the times a node with a data dir saved its changed counts.
-	Saves atomic.Int64
+	// Saves are the times a node with a data dir saved its changed counts;
+	// LastSaveAt is the node-clock time (Unix nanoseconds) of the counts in
+	// the last completed save: a crash loses what was admitted after it.
+	Saves, LastSaveAt atomic.Int64
 	// Reconnects are joins to a failed member or a missing seed that
 	// reached it: heals of a split fleet or a restarted seed.
 	Reconnects atomic.Int64
@@ -52,6 +54,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"sluice_clock_skewed_peers", "gauge", "Peers whose clocks are off from the fleet's by more than the tolerance.", &m.SkewedPeers},
 		{"sluice_clock_correction_nanoseconds", "gauge", "What this node adds to its own clock to decide on the fleet's.", &m.ClockCorrection},
 		{"sluice_saves_total", "counter", "Times the node saved its changed counts to its data dir.", &m.Saves},
+		{"sluice_last_save_timestamp_nanoseconds", "gauge", "Node-clock time of the counts in the last completed save; a crash loses what was admitted after it.", &m.LastSaveAt},
 		{"sluice_reconnects_total", "counter", "Joins to a failed member or a missing seed that reached it.", &m.Reconnects},
 		{"sluice_sync_deltas_sent_total", "counter", "Delta messages written to peers.", &m.DeltasSent},
 		{"sluice_sync_entries_sent_total", "counter", "Entries written to peers.", &m.EntriesSent},

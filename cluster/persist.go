@@ -46,13 +46,15 @@ func (n *Node) persistLoop(ctx context.Context) {
 // persist saves every count the node holds for live windows, so that a
 // restart keeps them.
 func (n *Node) persist() error {
-	b, err := proto.Marshal(encodeDelta(n.replica.Snapshot(n.now())))
+	at := n.now()
+	b, err := proto.Marshal(encodeDelta(n.replica.Snapshot(at)))
 	if err != nil {
 		return fmt.Errorf("sluice: save counts: %w", err)
 	}
 	if err := n.store.Set(countsKey, b); err != nil {
 		return fmt.Errorf("sluice: save counts: %w", err)
 	}
+	n.metrics.LastSaveAt.Store(at)
 	return nil
 }
 
