@@ -22,6 +22,11 @@ type Metrics struct {
 	// LastSaveAt is the node-clock time (Unix nanoseconds) of the counts in
 	// the last completed save: a crash loses what was admitted after it.
 	Saves, LastSaveAt atomic.Int64
+	// SyncedThrough is the node-clock time (Unix nanoseconds) up to which
+	// this node's counts have been written to every live peer, as of its
+	// last sync round; 0 without peers. A crash loses, until the window
+	// ends, what was admitted after it and not saved.
+	SyncedThrough atomic.Int64
 	// Reconnects are joins to a failed member or a missing seed that
 	// reached it: heals of a split fleet or a restarted seed.
 	Reconnects atomic.Int64
@@ -55,6 +60,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"sluice_clock_correction_nanoseconds", "gauge", "What this node adds to its own clock to decide on the fleet's.", &m.ClockCorrection},
 		{"sluice_saves_total", "counter", "Times the node saved its changed counts to its data dir.", &m.Saves},
 		{"sluice_last_save_timestamp_nanoseconds", "gauge", "Node-clock time of the counts in the last completed save; a crash loses what was admitted after it.", &m.LastSaveAt},
+		{"sluice_sync_written_through_timestamp_nanoseconds", "gauge", "Node-clock time up to which this node's counts have been written to every live peer (0 without peers); now minus this is the sync lag.", &m.SyncedThrough},
 		{"sluice_reconnects_total", "counter", "Joins to a failed member or a missing seed that reached it.", &m.Reconnects},
 		{"sluice_sync_deltas_sent_total", "counter", "Delta messages written to peers.", &m.DeltasSent},
 		{"sluice_sync_entries_sent_total", "counter", "Entries written to peers.", &m.EntriesSent},

@@ -461,7 +461,9 @@ func (n *Node) tickLoop(ctx context.Context) {
 		case <-timer.C:
 		}
 		n.clock.reanchor()
-		n.peers.send(n.replica.Tick(n.now()))
+		now := n.now()
+		n.peers.send(n.replica.Tick(now), now)
+		n.metrics.SyncedThrough.Store(n.peers.writtenThrough())
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -40,9 +42,20 @@ type peerSet struct {
 type peer struct {
 	info   peerInfo
 	conn   *grpc.ClientConn
-	queue  chan *sluicev1.Delta
+	queue  chan queued
 	cancel context.CancelFunc
 	done   chan struct{}
+	// written is the node-clock time of the counts in the newest delta or
+	// snapshot written to the peer's stream: what the peer will hold once
+	// it has read them.
+	written atomic.Int64
+}
+
+// queued is a delta waiting for its peer, with the node-clock time of the
+// counts it carries (0 for a one-off message that is not a sync round).
+type queued struct {
+	msg *sluicev1.Delta
+	at  int64
 }
 
 // peerQueue is how many deltas may wait for a slow peer.
@@ -99,13 +112,14 @@ func (ps *peerSet) start(info peerInfo) (*peer, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ps.ctx)
-	p := &peer{info: info, conn: conn, queue: make(chan *sluicev1.Delta, peerQueue), cancel: cancel, done: make(chan struct{})}
+	p := &peer{info: info, conn: conn, queue: make(chan queued, peerQueue), cancel: cancel, done: make(chan struct{})}
 	go p.run(ctx, ps.n)
 	return p, nil
 }
 
-// send hands each outbound delta to its peer without waiting.
-func (ps *peerSet) send(out []counter.Outbound) {
+// send hands each outbound delta, built at node-clock time at, to its peer
+// without waiting.
+func (ps *peerSet) send(out []counter.Outbound, at int64) {
 	if len(out) == 0 {
 		return
 	}
@@ -121,7 +135,7 @@ func (ps *peerSet) send(out []counter.Outbound) {
 		// correction fed back into their estimates would compound.
 		msg.SentAt = ps.n.ownNow()
 		select {
-		case p.queue <- msg:
+		case p.queue <- queued{msg, at}:
 		default:
 			// The peer is not keeping up: drop this delta and send it
 			// everything at the next round instead.
@@ -138,7 +152,7 @@ func (ps *peerSet) broadcast(ctx context.Context, d *counter.Delta) {
 	msg := encodeDelta(d)
 	for _, p := range ps.list() {
 		select {
-		case p.queue <- msg:
+		case p.queue <- queued{msg: msg}:
 		case <-ctx.Done():
 			return
 		}
@@ -179,6 +193,22 @@ func (ps *peerSet) infos() []peerInfo {
 	return out
 }
 
+// writtenThrough returns the node-clock time up to which this node's
+// counts have been written to every live peer, or 0 when there are no
+// peers: what a crash now would lose is what was admitted after it.
+func (ps *peerSet) writtenThrough() int64 {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if len(ps.peers) == 0 {
+		return 0
+	}
+	through := int64(math.MaxInt64)
+	for _, p := range ps.peers {
+		through = min(through, p.written.Load())
+	}
+	return through
+}
+
 func (ps *peerSet) closeAll() {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -216,7 +246,7 @@ func (p *peer) run(ctx context.Context, n *Node) {
 		n.metrics.StreamResets.Add(1)
 	}
 	for {
-		var msgs []*sluicev1.Delta
+		var msgs []queued
 		if stream == nil {
 			s, err := client.Sync(ctx)
 			if err != nil {
@@ -232,25 +262,36 @@ func (p *peer) run(ctx context.Context, n *Node) {
 				continue
 			}
 			stream, backoff = s, 50*time.Millisecond
-			for _, chunk := range splitDelta(n.replica.Snapshot(n.now()), pullChunk) {
-				msgs = append(msgs, encodeDelta(chunk))
+			at := n.now()
+			chunks := splitDelta(n.replica.Snapshot(at), pullChunk)
+			for i, chunk := range chunks {
+				// The snapshot covers its time once its last chunk is out.
+				q := queued{msg: encodeDelta(chunk)}
+				if i == len(chunks)-1 {
+					q.at = at
+				}
+				msgs = append(msgs, q)
 			}
 		} else {
 			select {
 			case <-ctx.Done():
 				_, _ = stream.CloseAndRecv()
 				return
-			case msg := <-p.queue:
-				msgs = append(msgs, msg)
+			case q := <-p.queue:
+				msgs = append(msgs, q)
 			}
 		}
-		for _, msg := range msgs {
+		for _, q := range msgs {
+			msg := q.msg
 			if err := stream.Send(msg); err != nil {
 				if !errors.Is(err, io.EOF) {
 					n.log.Debug("sync stream broke", "peer", p.info.name, "err", err)
 				}
 				broke()
 				break
+			}
+			if q.at > p.written.Load() {
+				p.written.Store(q.at)
 			}
 			n.metrics.DeltasSent.Add(1)
 			n.metrics.EntriesSent.Add(int64(entries(msg)))
