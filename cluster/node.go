@@ -438,10 +438,8 @@ func (n *Node) Kill() {
 // while a partition holds) is then answered with ErrRaftShutdown instead
 // of holding Close or Kill until the partition heals.
 func (n *Node) stopStrictRaft() {
-	if g := n.strictG.Load(); g != nil && g.raft != nil {
-		if err := g.raft.Shutdown().Error(); err != nil {
-			n.log.Warn("strict raft shutdown", "err", err)
-		}
+	if g := n.strictG.Load(); g != nil {
+		g.shutdown()
 	}
 }
 

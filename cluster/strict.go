@@ -77,6 +77,10 @@ type strictGroup struct {
 	deadSeen map[raft.ServerID]time.Time // voters not alive, since when
 
 	hasGroup atomic.Bool // this node bootstrapped a group, or its log holds one
+	// down is closed once Raft has shut down (shutdown), so that no one
+	// waits on a future it will never answer.
+	down     chan struct{}
+	downOnce sync.Once
 	// outside is set when counts of a strict rule change outside the log:
 	// a fail-local admission here, or a peer's report. The leader then
 	// brings them into the log (importOutside).
@@ -129,7 +133,7 @@ func strictRules(rules []window.Rule) ([]window.Rule, map[string]window.Rule) {
 
 func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictGroup, error) {
 	_, byName := strictRules(rules)
-	g := &strictGroup{n: n, deadSeen: map[raft.ServerID]time.Time{},
+	g := &strictGroup{n: n, deadSeen: map[raft.ServerID]time.Time{}, down: make(chan struct{}),
 		lead: make(chan *strictPending, strictMaxBatch), fwd: make(chan *strictPending, strictMaxBatch)}
 	g.rules.Store(&byName)
 	// The state machine starts with no rules: every replica learns them from
@@ -285,12 +289,40 @@ func (g *strictGroup) run(ctx context.Context) {
 	wg.Wait()
 }
 
-func (g *strictGroup) close() {
+// shutdown stops Raft and then releases everyone waiting on its futures.
+func (g *strictGroup) shutdown() {
 	if g.raft != nil {
 		if err := g.raft.Shutdown().Error(); err != nil {
 			g.n.log.Warn("strict raft shutdown", "err", err)
 		}
 	}
+	g.downOnce.Do(func() { close(g.down) })
+}
+
+// awaitApply waits for an Apply future, or for Raft's shutdown. Raft does
+// not answer every future queued when it shuts down (with BatchApplyCh,
+// Apply returns once the future is buffered, and nothing drains the buffer
+// at shutdown), and a check must not wait on one forever: it is told the
+// outcome is unknown instead. The goroutine waiting on such a future is
+// left behind; there are at most strictInFlight of them, once, at shutdown.
+func (g *strictGroup) awaitApply(f raft.ApplyFuture) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-g.down:
+		select {
+		case err := <-errc:
+			return err
+		default:
+			return raft.ErrRaftShutdown
+		}
+	}
+}
+
+func (g *strictGroup) close() {
+	g.shutdown()
 	if g.closer != nil {
 		g.closer.Close()
 	}
@@ -578,7 +610,7 @@ func (g *strictGroup) commit(batch []*strictPending) {
 		return
 	}
 	f := g.raft.Apply(data, 0)
-	if err := f.Error(); err != nil {
+	if err := g.awaitApply(f); err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 			failAll(batch, errNoLeader) // refused before it was appended

@@ -72,7 +72,7 @@ func (g *strictGroup) syncRules(ctx context.Context) {
 		g.n.log.Error("encoding a strict rule change", "err", err)
 		return
 	}
-	if err := g.raft.Apply(data, 5*time.Second).Error(); err != nil {
+	if err := g.awaitApply(g.raft.Apply(data, 5*time.Second)); err != nil {
 		g.n.log.Warn("appending a strict rule change", "err", err)
 		return
 	}
@@ -135,7 +135,7 @@ func (g *strictGroup) importOutside(ctx context.Context) {
 	}
 	data, err := proto.Marshal(&sluicev1.StrictBatch{Now: now, Seed: encodeDelta(d)})
 	if err == nil {
-		err = g.raft.Apply(data, time.Second).Error()
+		err = g.awaitApply(g.raft.Apply(data, time.Second))
 	}
 	if err != nil {
 		g.outside.Store(true)

@@ -71,6 +71,11 @@ type AccuracyResult struct {
 	// strict, fail-open, fail-closed, fail-local): a strict run whose
 	// checks fail over is not measuring the log.
 	ByPath map[string]int64 `json:"by_path"`
+	// OutcomeUnknown are strict checks whose outcome the node could not
+	// tell (cluster.ErrOutcomeUnknown: the log's leader changed while the
+	// check was on its way); the log may have admitted them. They count in
+	// DemandTotal and in no window.
+	OutcomeUnknown int64 `json:"outcome_unknown"`
 }
 
 // OutsideRun counts decisions made outside the run's span.
@@ -203,6 +208,7 @@ type decided struct {
 	arrived, at int64
 	allowed     bool
 	path        window.Path
+	unknown     bool // a strict check whose outcome the node could not tell
 }
 
 // accuracyRun is one run's shared, read-mostly state.
@@ -289,6 +295,7 @@ type tallied struct {
 	*sim.Recorder
 	after, before OutsideRun
 	byPath        map[string]int64
+	unknown       int64
 }
 
 // tally records the decisions of every request that arrived in the
@@ -302,6 +309,10 @@ func tally(c *sim.Config, start int64, workers []*worker) *tallied {
 	for node, w := range workers {
 		for _, d := range w.log {
 			if d.arrived < start || d.arrived >= end {
+				continue
+			}
+			if d.unknown {
+				t.unknown++
 				continue
 			}
 			t.byPath[d.path.String()]++
@@ -321,8 +332,9 @@ func tally(c *sim.Config, start int64, workers []*worker) *tallied {
 // result is the AccuracyResult: the recorder's, with the decisions made
 // outside the span added to the totals (they arrived in it).
 func (t *tallied) result() *AccuracyResult {
-	res := &AccuracyResult{Result: t.Recorder.Result(), DecidedAfterEnd: t.after, DecidedBeforeStart: t.before, ByPath: t.byPath}
-	res.DemandTotal += t.after.Decided + t.before.Decided
+	res := &AccuracyResult{Result: t.Recorder.Result(), DecidedAfterEnd: t.after, DecidedBeforeStart: t.before, ByPath: t.byPath,
+		OutcomeUnknown: t.unknown}
+	res.DemandTotal += t.after.Decided + t.before.Decided + t.unknown
 	res.AdmittedTotal += t.after.Admitted + t.before.Admitted
 	res.RefusedTotal = res.DemandTotal - res.AdmittedTotal
 	return res
@@ -395,6 +407,12 @@ func (r *accuracyRun) work(ctx context.Context, stop context.CancelFunc, node in
 		}
 		asked := r.cl.Now()
 		d, err := nd.Allow(ctx, r.rule, benchKey, 1)
+		if errors.Is(err, cluster.ErrOutcomeUnknown) {
+			// Not a failure of the run: the log's leader changed under the
+			// check, as a loaded machine makes it do. Counted apart.
+			w.log = append(w.log, decided{arrived: it.at, at: r.cl.Now(), unknown: true})
+			continue
+		}
 		if err != nil {
 			w.err = err
 			stop()

@@ -154,5 +154,9 @@ func outsideRunText(res *bench.AccuracyResult) string {
 	for _, p := range slices.Sorted(maps.Keys(res.ByPath)) {
 		paths = append(paths, fmt.Sprintf("%s %d", p, res.ByPath[p]))
 	}
-	return s + "decided by: " + strings.Join(paths, ", ") + "\n"
+	s += "decided by: " + strings.Join(paths, ", ") + "\n"
+	if res.OutcomeUnknown > 0 {
+		s += fmt.Sprintf("outcome unknown: %d strict checks (the log's leader changed under them; the log may have admitted them)\n", res.OutcomeUnknown)
+	}
+	return s
 }

@@ -76,7 +76,7 @@ func TestBenchAccuracyJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	gotKeys := slices.Sorted(maps.Keys(got))
-	wantKeys := slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(want)), "by_path", "decided_after_end", "decided_before_start")))
+	wantKeys := slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(want)), "by_path", "decided_after_end", "decided_before_start", "outcome_unknown")))
 	if !slices.Equal(gotKeys, wantKeys) {
 		t.Errorf("bench JSON keys %v, want the simulator's and its own, %v", gotKeys, wantKeys)
 	}
