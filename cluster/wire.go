@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 )
@@ -56,6 +58,9 @@ func encodeDelta(d *counter.Delta) *sluicev1.Delta {
 	}
 	return out
 }
+
+// WireSize returns the size in bytes of d encoded as a sync message, for measuring sync traffic.
+func WireSize(d *counter.Delta) int { return proto.Size(encodeDelta(d)) }
 
 func encodeInc(inc counter.Incarnation) *sluicev1.Incarnation {
 	return &sluicev1.Incarnation{Node: inc.Node, Boot: inc.Boot}

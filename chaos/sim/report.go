@@ -19,7 +19,13 @@ func (r *Result) WriteText(w io.Writer, c *Config) error {
 	fmt.Fprintf(&b, "\nfirst window %+.1f%%, later windows min %+.1f%% median %+.1f%% max %+.1f%%, cumulative %+.2f%%\n",
 		r.FirstWindowErrorPct, r.LaterWindowsErrorPct.Min, r.LaterWindowsErrorPct.Median,
 		r.LaterWindowsErrorPct.Max, r.CumulativeErrorPct)
-	fmt.Fprintf(&b, "admitted %d of %d requests; %d deltas carrying %d entries\n\n", r.AdmittedTotal, r.DemandTotal, r.Deltas, r.Entries)
+	fmt.Fprintf(&b, "admitted %d of %d requests; %d deltas carrying %d entries", r.AdmittedTotal, r.DemandTotal, r.Deltas, r.Entries)
+	// A run that did not encode its deltas (a real cluster's, read from its
+	// metrics) has no byte count to show.
+	if r.SyncBytes > 0 {
+		fmt.Fprintf(&b, ", %d bytes encoded", r.SyncBytes)
+	}
+	b.WriteString("\n\n")
 	r.writeChart(&b, c)
 	_, err := io.WriteString(w, b.String())
 	return err

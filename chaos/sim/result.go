@@ -30,6 +30,9 @@ type Result struct {
 	// Deltas and Entries count the sync messages and entries sent.
 	Deltas  int64 `json:"deltas_sent"`
 	Entries int64 `json:"entries_sent"`
+	// SyncBytes is the size of every sync message sent, encoded as the
+	// nodes encode them on the wire (cluster.WireSize).
+	SyncBytes int64 `json:"sync_bytes_total"`
 
 	fine []int64 // admitted per fineStep, for shape checks
 }
@@ -80,6 +83,7 @@ type Recorder struct {
 	demand   int64
 	deltas   int64
 	entries  int64
+	bytes    int64
 }
 
 // NewRecorder returns a recorder for scenario c run from start.
@@ -121,10 +125,13 @@ func (r *Recorder) SyncTraffic(deltas, entries int64) {
 	r.entries += entries
 }
 
+// SyncBytes adds the encoded size of sync messages sent, for the Result.
+func (r *Recorder) SyncBytes(bytes int64) { r.bytes += bytes }
+
 // Result summarises what was recorded.
 func (r *Recorder) Result() *Result {
 	res := &Result{AdmittedTotal: r.admitted, DemandTotal: r.demand, RefusedTotal: r.demand - r.admitted,
-		Deltas: r.deltas, Entries: r.entries, fine: r.fine}
+		Deltas: r.deltas, Entries: r.entries, SyncBytes: r.bytes, fine: r.fine}
 	limit := float64(r.c.Limit)
 	var later []float64
 	var sum int64

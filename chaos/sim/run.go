@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/counter"
 	"github.com/sluicehq/sluice/window"
 )
@@ -81,6 +82,7 @@ func Run(c Config) (*Result, error) {
 			for _, o := range r.Tick(e.at) {
 				q.push(event{at: e.at + int64(c.Latency), kind: evDeliver, node: index[o.To], delta: o.Delta})
 				rec.SyncTraffic(1, int64(o.Delta.Size()))
+				rec.SyncBytes(int64(cluster.WireSize(o.Delta)))
 			}
 			q.push(event{at: max(r.NextTick(), e.at+1), kind: evTick, node: e.node})
 		case evDeliver:

@@ -20,8 +20,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		wantStdout string
 		wantStderr string
 	}{
-		{"no subcommand", []string{"bench"}, 2, "", "sluice bench: missing subcommand; one of: accuracy, throughput\nrun 'sluice bench -h' for usage\n"},
-		{"unknown subcommand", []string{"bench", "throughput!"}, 2, "", "sluice bench: unknown subcommand \"throughput!\"; one of: accuracy, throughput\n"},
+		{"no subcommand", []string{"bench"}, 2, "", "sluice bench: missing subcommand; one of: accuracy, memory, throughput\nrun 'sluice bench -h' for usage\n"},
+		{"unknown subcommand", []string{"bench", "throughput!"}, 2, "", "sluice bench: unknown subcommand \"throughput!\"; one of: accuracy, memory, throughput\n"},
 		{"help", []string{"bench", "-h"}, 0, "usage: sluice bench SUBCOMMAND", ""},
 		{"help via sluice help", []string{"help", "bench"}, 0, "  accuracy    run a `sluice sim` scenario", ""},
 		{"accuracy help", []string{"bench", "accuracy", "-h"}, 0, "usage: sluice bench accuracy", ""},
