@@ -230,7 +230,7 @@ func runAccuracy(ctx context.Context, cl *Cluster, c sim.Config, live func(sim.S
 	r := &accuracyRun{cl: cl, c: c, rule: c.Rule().Name, start: start, end: start + int64(c.Duration),
 		seconds: int((c.Duration + time.Second - 1) / time.Second)}
 	r.perSecond = make([]atomic.Int64, c.Nodes*r.seconds)
-	deltas0, entries0 := r.syncTraffic()
+	deltas0, entries0, bytes0 := r.syncTraffic()
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -259,7 +259,7 @@ func runAccuracy(ctx context.Context, cl *Cluster, c sim.Config, live func(sim.S
 	wg.Wait()
 	close(marks)
 	<-collected
-	deltas1, entries1 := r.syncTraffic()
+	deltas1, entries1, bytes1 := r.syncTraffic()
 
 	for i, w := range workers {
 		if w.err != nil {
@@ -283,6 +283,7 @@ func runAccuracy(ctx context.Context, cl *Cluster, c sim.Config, live func(sim.S
 	cc.Duration = measured
 	res := tally(&cc, start, workers)
 	res.SyncTraffic(deltas1-deltas0, entries1-entries0)
+	res.SyncBytes(bytes1 - bytes0)
 	out := res.result()
 	if !completed {
 		return out, &StoppedError{Measured: measured, Err: context.Cause(ctx)}
@@ -457,13 +458,14 @@ func (r *accuracyRun) collect(marks <-chan int, live func(sim.SecondStat)) {
 }
 
 // syncTraffic sums the delta messages and entries the nodes have sent.
-func (r *accuracyRun) syncTraffic() (deltas, entries int64) {
+func (r *accuracyRun) syncTraffic() (deltas, entries, bytes int64) {
 	for _, nd := range r.cl.Nodes {
 		m := nd.Metrics()
 		deltas += m.DeltasSent.Load()
 		entries += m.EntriesSent.Load()
+		bytes += m.BytesSent.Load()
 	}
-	return deltas, entries
+	return deltas, entries, bytes
 }
 
 // reportPacing warns when requests were decided late enough, often enough,

@@ -2,7 +2,9 @@
 // real nodes, real memberlist gossip and gRPC delta sync over loopback, in
 // wall-clock time. It is the counterpart of chaos/sim, which runs the same
 // scenarios in virtual time: the two take the same sim.Config and return the
-// same sim.Result, so their figures can be laid side by side.
+// same sim.Result, so their figures can be laid side by side. Memory is the
+// exception: it measures the counter tables alone, in virtual time, with no
+// network, so that fleets far larger than one machine can run are sized.
 package bench
 
 import (

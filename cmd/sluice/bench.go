@@ -47,7 +47,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, "usage: sluice bench SUBCOMMAND [flags]\n\n"+
-			"Runs N sluice nodes in this process, over loopback, in wall-clock time, and measures them.\n\nsubcommands:\n")
+			"Measures sluice in this process: accuracy and throughput run N real nodes over loopback in wall-clock time;\nmemory sizes the counter tables of N nodes in virtual time.\n\nsubcommands:\n")
 		for _, n := range names {
 			fmt.Fprintf(stdout, "  %-11s %s\n", n, cmds[n].summary)
 		}
