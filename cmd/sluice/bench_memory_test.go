@@ -10,11 +10,7 @@ import (
 )
 
 func TestBenchMemoryUsageErrors(t *testing.T) {
-	tests := []struct {
-		name       string
-		args       []string
-		wantStderr string
-	}{
+	tests := []usageCase{
 		{"bad flag", []string{"--nope"}, "sluice bench: flag provided but not defined: -nope\n"},
 		{"stray argument", []string{"x"}, "sluice bench: unexpected argument \"x\"\n"},
 		{"no nodes", []string{"--nodes", "0"}, "sluice bench: --nodes: must be in [1, 256], got 0\n"},
@@ -32,20 +28,7 @@ func TestBenchMemoryUsageErrors(t *testing.T) {
 		{"tiny max heap", []string{"--max-heap", "1KiB"}, "sluice bench: --max-heap: must be at least 1 MiB"},
 		{"huge max heap", []string{"--max-heap", "1e30TB"}, "sluice bench: --max-heap: "},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			code, stdout, stderr := runCmd(context.Background(), append([]string{"bench", "memory"}, tt.args...)...)
-			if code != 2 {
-				t.Errorf("exit %d, want 2 (stderr %q)", code, stderr)
-			}
-			if stdout != "" {
-				t.Errorf("stdout %q, want nothing", stdout)
-			}
-			if !strings.HasPrefix(stderr, tt.wantStderr) {
-				t.Errorf("stderr %q, want it to start %q", stderr, tt.wantStderr)
-			}
-		})
-	}
+	checkUsageErrors(t, []string{"bench", "memory"}, tests)
 }
 
 func TestParseBytes(t *testing.T) {

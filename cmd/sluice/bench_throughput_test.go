@@ -10,11 +10,7 @@ import (
 )
 
 func TestBenchThroughputUsageErrors(t *testing.T) {
-	tests := []struct {
-		name       string
-		args       []string
-		wantStderr string
-	}{
+	tests := []usageCase{
 		{"bad flag", []string{"--nope"}, "sluice bench: flag provided but not defined: -nope\n"},
 		{"stray argument", []string{"x"}, "sluice bench: unexpected argument \"x\"\n"},
 		{"bad mode", []string{"--mode", "exact"}, "sluice bench: --mode: must be batched or strict, got \"exact\"\n"},
@@ -33,20 +29,7 @@ func TestBenchThroughputUsageErrors(t *testing.T) {
 		{"sync in strict mode", []string{"--mode", "strict", "--sync", "100ms"}, "sluice bench: --sync: applies to --mode batched only"},
 		{"not a duration", []string{"--duration", "10"}, "sluice bench: invalid value \"10\" for flag -duration"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			code, stdout, stderr := runCmd(context.Background(), append([]string{"bench", "throughput"}, tt.args...)...)
-			if code != 2 {
-				t.Errorf("exit %d, want 2 (stderr %q)", code, stderr)
-			}
-			if stdout != "" {
-				t.Errorf("stdout %q, want nothing", stdout)
-			}
-			if !strings.HasPrefix(stderr, tt.wantStderr) {
-				t.Errorf("stderr %q, want it to start %q", stderr, tt.wantStderr)
-			}
-		})
-	}
+	checkUsageErrors(t, []string{"bench", "throughput"}, tests)
 }
 
 func TestBenchThroughputHelp(t *testing.T) {
