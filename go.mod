@@ -3,6 +3,7 @@ module github.com/sluicehq/sluice
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/memberlist v0.7.0
@@ -15,7 +16,6 @@ require (
 )
 
 require (
-	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dgraph-io/ristretto/v2 v2.2.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
