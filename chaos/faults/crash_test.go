@@ -26,27 +26,6 @@ func lostAtMost(recs []Record, rule, node string, boot uint64, since int64) map[
 	return out
 }
 
-// viewsWithin reports "" when every running node's whole view of each key
-// of rule lies in [want − lost, want], else the first that does not.
-func viewsWithin(f *Fleet, rule string, want, lost map[string]int64) string {
-	for _, name := range f.Up() {
-		nd := f.Node(name)
-		if nd == nil {
-			continue
-		}
-		for key, w := range want {
-			_, view, err := nd.View(rule, key)
-			if err != nil {
-				return err.Error()
-			}
-			if got := view.Prev + view.Curr; got < w-lost[key] || got > w {
-				return fmt.Sprintf("%s sees %d admitted for %s/%s, want %d (at most %d lost to the crash)", name, got, rule, key, w, lost[key])
-			}
-		}
-	}
-	return ""
-}
-
 // describeViews lists, per key of rule, each node's own and whole view and
 // what each incarnation admitted, for a failure message.
 func describeViews(f *Fleet, recs []Record, rule string) string {

@@ -84,7 +84,7 @@ func TestLossyLinks(t *testing.T) {
 
 	want := admittedPerKey(recs, "ledger")
 	var diff string
-	if !waitUntilOr(30*time.Second, func() bool { diff = ledgerState(f, "ledger", want); return diff == "" }) {
+	if !waitUntilOr(30*time.Second, func() bool { diff = viewsWithin(f, "ledger", want, nil); return diff == "" }) {
 		t.Fatalf("views did not agree within 30 s of the traffic's end, links still lossy: %s", diff)
 	}
 	t.Logf("with traffic stopped and links still lossy, views agreed in %s", secs(time.Duration(f.Net.Now()-stopAt)))

@@ -120,7 +120,7 @@ func TestBatchedPartition(t *testing.T) {
 
 	want := admittedPerKey(recs, "ledger")
 	var diff string
-	converged := waitUntilOr(30*time.Second, func() bool { diff = ledgerState(f, "ledger", want); return diff == "" })
+	converged := waitUntilOr(30*time.Second, func() bool { diff = viewsWithin(f, "ledger", want, nil); return diff == "" })
 	if !converged {
 		t.Fatalf("views did not agree within 30 s of the traffic's end: %s", diff)
 	}
