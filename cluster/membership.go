@@ -76,11 +76,12 @@ func (m *membership) members() []memberCopy {
 
 // setMeta encodes the node's current metadata for gossip.
 func (m *membership) setMeta() error {
-	raftAddr := ""
+	raftAddr, raftID := "", ""
 	if g := m.n.strictG.Load(); g != nil {
-		raftAddr = g.addr
+		raftAddr, raftID = g.addr, string(g.id)
 	}
-	meta, err := nodeMeta{grpcAddr: m.grpcAddr, boot: m.n.self.Boot, rulesHash: m.n.rulesHash(), raftAddr: raftAddr}.encode()
+	meta, err := nodeMeta{grpcAddr: m.grpcAddr, boot: m.n.self.Boot, rulesHash: m.n.rulesHash(), raftAddr: raftAddr,
+		raftID: raftID}.encode()
 	if err != nil {
 		return fmt.Errorf("sluice: %w", err)
 	}
@@ -264,7 +265,12 @@ func (m *membership) refresh() {
 		if meta.rulesHash != m.n.rulesHash() {
 			drift++
 		}
-		live = append(live, peerInfo{name: node.name, boot: meta.boot, grpcAddr: meta.grpcAddr, raftAddr: meta.raftAddr})
+		raftID := meta.raftID
+		if raftID == "" {
+			raftID = node.name
+		}
+		live = append(live, peerInfo{name: node.name, boot: meta.boot, grpcAddr: meta.grpcAddr, raftAddr: meta.raftAddr,
+			raftID: raftID})
 	}
 	m.n.metrics.Members.Store(int64(total + 1))
 	m.n.metrics.DriftedMembers.Store(int64(drift))

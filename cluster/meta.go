@@ -20,10 +20,11 @@ type nodeMeta struct {
 	boot      uint64
 	rulesHash uint64
 	raftAddr  string // empty for a node without strict rules
+	raftID    string // the node's strict server ID; empty means its name
 }
 
 func (m nodeMeta) encode() ([]byte, error) {
-	b, err := proto.Marshal(&sluicev1.NodeMeta{GrpcAddr: m.grpcAddr, Boot: m.boot, RulesHash: m.rulesHash, RaftAddr: m.raftAddr})
+	b, err := proto.Marshal(&sluicev1.NodeMeta{GrpcAddr: m.grpcAddr, Boot: m.boot, RulesHash: m.rulesHash, RaftAddr: m.raftAddr, RaftId: m.raftID})
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +51,8 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 			return nodeMeta{}, fmt.Errorf("node metadata: %w", err)
 		}
 	}
-	return nodeMeta{grpcAddr: m.GetGrpcAddr(), boot: m.GetBoot(), rulesHash: m.GetRulesHash(), raftAddr: m.GetRaftAddr()}, nil
+	return nodeMeta{grpcAddr: m.GetGrpcAddr(), boot: m.GetBoot(), rulesHash: m.GetRulesHash(), raftAddr: m.GetRaftAddr(),
+		raftID: m.GetRaftId()}, nil
 }
 
 // rulesHash identifies a rule set, independent of rule order, so that nodes

@@ -42,6 +42,10 @@ type Metrics struct {
 	// StrictInFlightFailovers are the fail-mode answers given while the
 	// check was on its way to a leader that did not answer in time.
 	StrictInFlightFailovers atomic.Int64
+	// StrictRecoveries are the times this node rebuilt the strict group
+	// from the voters it had left, after a majority of them restarted
+	// without their logs.
+	StrictRecoveries atomic.Int64
 }
 
 func newMetrics() *Metrics { return &Metrics{} }
@@ -75,6 +79,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"sluice_strict_checks_total", "counter", "Strict checks decided in those entries.", &m.StrictChecks},
 		{"sluice_strict_failovers_total", "counter", "Strict checks answered by fail_mode for want of a leader.", &m.StrictFailovers},
 		{"sluice_strict_inflight_failovers_total", "counter", "Strict checks answered by fail_mode while on their way to a leader that did not answer in time.", &m.StrictInFlightFailovers},
+		{"sluice_strict_recoveries_total", "counter", "Strict groups this node rebuilt from the voters left after a majority restarted without their logs.", &m.StrictRecoveries},
 	} {
 		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", x.name, x.help, x.name, x.kind, x.name, x.v.Load()); err != nil {
 			return err

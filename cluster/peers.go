@@ -23,6 +23,7 @@ type peerInfo struct {
 	boot     uint64
 	grpcAddr string
 	raftAddr string
+	raftID   string // its server ID in the strict group
 }
 
 func (p peerInfo) inc() counter.Incarnation { return counter.Incarnation{Node: p.name, Boot: p.boot} }
@@ -77,7 +78,7 @@ func (ps *peerSet) update(live []peerInfo) {
 		incs = append(incs, p.inc())
 	}
 	for inc, p := range ps.peers {
-		if w, ok := want[inc]; !ok || w.grpcAddr != p.info.grpcAddr || w.raftAddr != p.info.raftAddr {
+		if w, ok := want[inc]; !ok || w.grpcAddr != p.info.grpcAddr || w.raftAddr != p.info.raftAddr || w.raftID != p.info.raftID {
 			p.stop()
 			delete(ps.peers, inc)
 			ps.n.log.Info("peer gone", "peer", inc.Node, "boot", inc.Boot)
@@ -176,6 +177,18 @@ func (ps *peerSet) byName(name string) *peer {
 	defer ps.mu.Unlock()
 	for inc, p := range ps.peers {
 		if inc.Node == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// byRaftID returns the live peer with the given strict server ID, or nil.
+func (ps *peerSet) byRaftID(id string) *peer {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, p := range ps.peers {
+		if p.info.raftID == id {
 			return p
 		}
 	}

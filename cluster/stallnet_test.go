@@ -3,7 +3,10 @@ package cluster
 import (
 	"context"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -90,14 +93,17 @@ func (v *stallView) Dial(ctx context.Context, addr string) (net.Conn, error) {
 func (v *stallView) Gossip(string) (memberlist.Transport, error) { return nil, nil }
 
 // stallConn is a dialled stream whose writes wait while its ends are cut
-// apart. Gating one direction's writes is enough: a request that cannot be
-// written gets no answer.
+// apart, until the cut heals, the connection closes or its write deadline
+// passes, as a write into a full socket buffer would. Gating one
+// direction's writes is enough: a request that cannot be written gets no
+// answer.
 type stallConn struct {
 	net.Conn
 	v         *stallView
 	to        string
 	closeOnce sync.Once
 	closed    chan struct{}
+	deadline  atomic.Int64 // write deadline, Unix nanoseconds; 0 for none
 }
 
 func (c *stallConn) Write(p []byte) (int, error) {
@@ -106,15 +112,50 @@ func (c *stallConn) Write(p []byte) (int, error) {
 		if !cut {
 			return c.Conn.Write(p)
 		}
+		var expired <-chan time.Time
+		if d := c.deadline.Load(); d != 0 {
+			timer := time.NewTimer(time.Until(time.Unix(0, d)))
+			defer timer.Stop()
+			expired = timer.C
+		}
 		select {
 		case <-c.closed:
 			return 0, net.ErrClosed
 		case <-healed:
+		case <-expired:
+			return 0, os.ErrDeadlineExceeded
 		}
 	}
+}
+
+func (c *stallConn) SetDeadline(t time.Time) error {
+	c.setWriteDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *stallConn) SetWriteDeadline(t time.Time) error {
+	c.setWriteDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *stallConn) setWriteDeadline(t time.Time) {
+	if t.IsZero() {
+		c.deadline.Store(0)
+		return
+	}
+	c.deadline.Store(t.UnixNano())
 }
 
 func (c *stallConn) Close() error {
 	c.closeOnce.Do(func() { close(c.closed) })
 	return c.Conn.Close()
+}
+
+// release removes the cut around name alone.
+func (s *stallNet) release(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.cut, name)
+	close(s.healed)
+	s.healed = make(chan struct{})
 }

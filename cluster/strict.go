@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,6 +44,9 @@ const (
 	// loneElection is how long a node without a cluster waits before it
 	// elects itself leader of its own strict group.
 	loneElection = 50 * time.Millisecond
+	// electionTimeout is how long a follower hears no leader before it
+	// campaigns: a failover takes about this long on a LAN.
+	electionTimeout = 500 * time.Millisecond
 	// deadVoterGrace is how long a voter must stay dead before the leader
 	// promotes a live member in its place.
 	deadVoterGrace = 5 * time.Second
@@ -62,7 +64,9 @@ type strictGroup struct {
 	closer  io.Closer // the transport, when it has a socket
 	logs    *store.Store
 	ownLogs bool
+	snaps   raft.SnapshotStore
 	addr    string // the Raft address peers dial
+	id      raft.ServerID
 
 	// rules are the strict rules of this node's configuration, by name;
 	// the leader brings the log's rules in line with its own (syncRules).
@@ -81,6 +85,11 @@ type strictGroup struct {
 	// waits on a future it will never answer.
 	down     chan struct{}
 	downOnce sync.Once
+	// halt stops run's loops when the group hands over to a successor
+	// (recoverFrom); ran is closed once they have stopped.
+	halt     chan struct{}
+	haltOnce sync.Once
+	ran      chan struct{}
 	// outside is set when counts of a strict rule change outside the log:
 	// a fail-local admission here, or a peer's report. The leader then
 	// brings them into the log (importOutside).
@@ -132,37 +141,8 @@ func strictRules(rules []window.Rule) ([]window.Rule, map[string]window.Rule) {
 }
 
 func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictGroup, error) {
-	_, byName := strictRules(rules)
-	g := &strictGroup{n: n, deadSeen: map[raft.ServerID]time.Time{}, down: make(chan struct{}),
-		lead: make(chan *strictPending, strictMaxBatch), fwd: make(chan *strictPending, strictMaxBatch)}
-	g.rules.Store(&byName)
-	// The state machine starts with no rules: every replica learns them from
-	// the log, where the leader writes its own (syncRules).
-	fsm, err := newStrictFSM(nil)
-	if err != nil {
-		return nil, err
-	}
-	fsm.overAdmit = n.cfg.strictOverAdmit
-	g.fsm = fsm
-
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(n.cfg.Name)
-	// Fail over within a couple of seconds on a LAN.
-	rc.HeartbeatTimeout = 500 * time.Millisecond
-	rc.ElectionTimeout = 500 * time.Millisecond
-	rc.LeaderLeaseTimeout = 250 * time.Millisecond
-	rc.CommitTimeout = 5 * time.Millisecond
-	rc.MaxAppendEntries = 256
-	rc.BatchApplyCh = true
-	rc.SnapshotThreshold = 16384
-	rc.TrailingLogs = 4096
-	rc.Logger = newRaftLogger(n.log)
-	if n.cfg.BindAddr == "" {
-		// A lone node has no peer to hear from: it need not wait long
-		// before electing itself, and answers by its fail mode until then.
-		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = loneElection, loneElection, loneElection
-	}
-
+	g := newGroupShell(n, rules)
+	g.id = raftServerID(n.cfg.Name, n.self.Boot, n.cfg.DataDir != "")
 	if n.store != nil {
 		g.logs = n.store
 	} else {
@@ -172,13 +152,14 @@ func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictG
 		}
 		g.logs, g.ownLogs = st, true
 	}
-	var snaps raft.SnapshotStore = raft.NewInmemSnapshotStore()
+	g.snaps = raft.NewInmemSnapshotStore()
 	if n.cfg.DataDir != "" {
-		fs, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(n.cfg.DataDir, "raft"), 2, rc.Logger)
+		fs, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(n.cfg.DataDir, "raft"), 2, newRaftLogger(n.log))
 		if err != nil {
+			g.close()
 			return nil, fmt.Errorf("sluice: strict snapshots: %w", err)
 		}
-		snaps = fs
+		g.snaps = fs
 	}
 
 	if n.cfg.BindAddr == "" {
@@ -187,24 +168,16 @@ func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictG
 		g.trans, g.addr = trans, string(addr)
 	} else {
 		if err := g.listen(); err != nil {
+			g.close()
 			return nil, err
 		}
 	}
-	// The leader reads back every entry it just wrote to replicate it: a
-	// cache in front of the store saves those reads.
-	cached, err := raft.NewLogCache(1024, g.logs)
-	if err != nil {
+	if err := g.openRaft(nil); err != nil {
 		g.close()
-		return nil, fmt.Errorf("sluice: strict log cache: %w", err)
+		return nil, err
 	}
-	r, err := raft.NewRaft(rc, fsm, cached, g.logs, snaps, g.trans)
-	if err != nil {
-		g.close()
-		return nil, fmt.Errorf("sluice: strict raft: %w", err)
-	}
-	g.raft = r
 	if n.cfg.BindAddr == "" {
-		has, err := raft.HasExistingState(g.logs, g.logs, snaps)
+		has, err := raft.HasExistingState(g.logs, g.logs, g.snaps)
 		if err != nil {
 			g.close()
 			return nil, fmt.Errorf("sluice: strict raft: %w", err)
@@ -214,6 +187,74 @@ func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictG
 		}
 	}
 	return g, nil
+}
+
+// newGroupShell is a group with its queues and rules, before it has stores,
+// a transport or Raft.
+func newGroupShell(n *Node, rules []window.Rule) *strictGroup {
+	_, byName := strictRules(rules)
+	g := &strictGroup{n: n, deadSeen: map[raft.ServerID]time.Time{}, down: make(chan struct{}),
+		halt: make(chan struct{}), ran: make(chan struct{}),
+		lead: make(chan *strictPending, strictMaxBatch), fwd: make(chan *strictPending, strictMaxBatch)}
+	g.rules.Store(&byName)
+	return g
+}
+
+// raftConfig is the group's Raft configuration.
+func (g *strictGroup) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = g.id
+	// Fail over within a couple of seconds on a LAN.
+	rc.HeartbeatTimeout = electionTimeout
+	rc.ElectionTimeout = electionTimeout
+	rc.LeaderLeaseTimeout = 250 * time.Millisecond
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.MaxAppendEntries = 256
+	rc.BatchApplyCh = true
+	rc.SnapshotThreshold = 16384
+	rc.TrailingLogs = 4096
+	rc.Logger = newRaftLogger(g.n.log)
+	if g.n.cfg.BindAddr == "" {
+		// A lone node has no peer to hear from: it need not wait long
+		// before electing itself, and answers by its fail mode until then.
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = loneElection, loneElection, loneElection
+	}
+	return rc
+}
+
+// openRaft starts Raft on the group's stores and transport, first forcing
+// the stores to configuration recoverTo when it is set (recoverFrom).
+func (g *strictGroup) openRaft(recoverTo *raft.Configuration) error {
+	rc := g.raftConfig()
+	if recoverTo != nil {
+		// RecoverCluster leaves the state machine it replays into unusable.
+		scratch, err := newStrictFSM(nil)
+		if err != nil {
+			return err
+		}
+		if err := raft.RecoverCluster(rc, scratch, g.logs, g.logs, g.snaps, g.trans, *recoverTo); err != nil {
+			return fmt.Errorf("sluice: strict recovery: %w", err)
+		}
+	}
+	// The state machine starts with no rules: every replica learns them from
+	// the log, where the leader writes its own (syncRules).
+	fsm, err := newStrictFSM(nil)
+	if err != nil {
+		return err
+	}
+	fsm.overAdmit = g.n.cfg.strictOverAdmit
+	// The leader reads back every entry it just wrote to replicate it: a
+	// cache in front of the store saves those reads.
+	cached, err := raft.NewLogCache(1024, g.logs)
+	if err != nil {
+		return fmt.Errorf("sluice: strict log cache: %w", err)
+	}
+	r, err := raft.NewRaft(rc, fsm, cached, g.logs, g.snaps, g.trans)
+	if err != nil {
+		return fmt.Errorf("sluice: strict raft: %w", err)
+	}
+	g.fsm, g.raft = fsm, r
+	return nil
 }
 
 // listen opens the Raft TCP transport on the gRPC host, on RaftAddr's port
@@ -254,7 +295,7 @@ func (g *strictGroup) listen() error {
 		// log last recorded them: a voter restarted on another port (the
 		// default picks a free one) is reachable before a leader exists to
 		// record its new address, as after a whole-fleet restart.
-		ServerAddressProvider: gossipRaftAddrs{n},
+		ServerAddressProvider: gossipRaftAddrs{g},
 	})
 	g.trans, g.closer, g.addr = trans, trans, advertise.String()
 	return nil
@@ -264,7 +305,7 @@ func (g *strictGroup) listen() error {
 // adds the others as they come (reconcile).
 func (g *strictGroup) bootstrap() {
 	err := g.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
-		ID: raft.ServerID(g.n.cfg.Name), Address: raft.ServerAddress(g.addr), Suffrage: raft.Voter}}}).Error()
+		ID: g.id, Address: raft.ServerAddress(g.addr), Suffrage: raft.Voter}}}).Error()
 	switch {
 	case errors.Is(err, raft.ErrCantBootstrap):
 		// The log already holds a group: this node waits to be added back
@@ -280,12 +321,20 @@ func (g *strictGroup) bootstrap() {
 
 // run drives the batcher, the forwarder and, in a cluster, the voter set.
 func (g *strictGroup) run(ctx context.Context) {
+	defer close(g.ran)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); g.batchLoop(ctx) }()
-	go func() { defer wg.Done(); g.forwardLoop(ctx) }()
-	wg.Add(1)
-	go func() { defer wg.Done(); g.reconcileLoop(ctx) }()
+	wg.Go(func() {
+		select {
+		case <-g.halt:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	wg.Go(func() { g.batchLoop(ctx) })
+	wg.Go(func() { g.forwardLoop(ctx) })
+	wg.Go(func() { g.reconcileLoop(ctx) })
 	wg.Wait()
 }
 
@@ -348,6 +397,12 @@ func (g *strictGroup) waitLeader(ctx context.Context) {
 	}
 }
 
+// inGroup reports whether this node's log holds a group's configuration.
+func (g *strictGroup) inGroup() bool {
+	cf := g.raft.GetConfiguration()
+	return cf.Error() == nil && len(cf.Configuration().Servers) > 0
+}
+
 // isVoter reports whether this node votes in the group.
 func (g *strictGroup) isVoter() bool {
 	cf := g.raft.GetConfiguration()
@@ -355,7 +410,7 @@ func (g *strictGroup) isVoter() bool {
 		return false
 	}
 	for _, s := range cf.Configuration().Servers {
-		if s.ID == raft.ServerID(g.n.cfg.Name) {
+		if s.ID == g.id {
 			return true
 		}
 	}
@@ -644,7 +699,7 @@ func (g *strictGroup) forwardLoop(ctx context.Context) {
 // forward asks the leader to decide a batch.
 func (g *strictGroup) forward(ctx context.Context, batch []*strictPending) {
 	id := g.leader(ctx)
-	p := g.n.peers.byName(id)
+	p := g.n.peers.byRaftID(id)
 	if p == nil || p.conn.GetState() == connectivity.TransientFailure || p.conn.GetState() == connectivity.Shutdown {
 		// Not sent: the leader is unknown or cannot be reached.
 		g.leaderHint.Store("")
@@ -674,8 +729,9 @@ func (g *strictGroup) forward(ctx context.Context, batch []*strictPending) {
 	answer(batch, resp.GetDecisions())
 }
 
-// leader names the strict leader: the one Raft knows of, or, on a node
-// that does not vote and so hears no heartbeats, the one a voter named.
+// leader returns the strict leader's server ID: the one Raft knows of, or,
+// on a node that does not vote and so hears no heartbeats, the one a voter
+// named.
 func (g *strictGroup) leader(ctx context.Context) string {
 	if _, id := g.raft.LeaderWithID(); id != "" {
 		return string(id)
@@ -696,15 +752,15 @@ func (g *strictGroup) leader(ctx context.Context) string {
 		_, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx, &sluicev1.ForwardRequest{})
 		cancel()
 		if err == nil {
-			g.leaderHint.Store(p.info.name)
-			return p.info.name
+			g.leaderHint.Store(p.info.raftID)
+			return p.info.raftID
 		}
 		if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition {
-			if name, ok := strings.CutPrefix(s.Message(), leaderIsPrefix); ok {
-				name = strings.Trim(name, `"`)
-				if name != "" && name != g.n.cfg.Name {
-					g.leaderHint.Store(name)
-					return name
+			if id, ok := strings.CutPrefix(s.Message(), leaderIsPrefix); ok {
+				id = strings.Trim(id, `"`)
+				if id != "" && id != string(g.id) {
+					g.leaderHint.Store(id)
+					return id
 				}
 			}
 		}
@@ -713,8 +769,12 @@ func (g *strictGroup) leader(ctx context.Context) string {
 }
 
 // leaderIsPrefix starts the message of a follower's FAILED_PRECONDITION
-// answer; the leader's name follows, quoted.
+// answer; the leader's server ID follows, quoted.
 const leaderIsPrefix = "not the strict leader; the leader is "
+
+// electingMessage is a voter's answer while its group elects a leader: a
+// group exists, so no one may bootstrap another beside it.
+const electingMessage = "not the strict leader; this node's group is electing one"
 
 const unknownMessage = "outcome unknown"
 
@@ -729,6 +789,9 @@ func neverSent(s *status.Status) bool {
 func (g *strictGroup) leaderHandle(ctx context.Context, req *sluicev1.ForwardRequest) (*sluicev1.ForwardResponse, error) {
 	if g.raft.State() != raft.Leader {
 		_, id := g.raft.LeaderWithID()
+		if id == "" && g.inGroup() {
+			return nil, status.Error(codes.FailedPrecondition, electingMessage)
+		}
 		return nil, status.Errorf(codes.FailedPrecondition, leaderIsPrefix+"%q", id)
 	}
 	if len(req.GetChecks()) == 0 {
@@ -757,160 +820,6 @@ func (g *strictGroup) leaderHandle(ctx context.Context, req *sluicev1.ForwardReq
 		return nil, status.Error(codes.FailedPrecondition, "leadership moved")
 	}
 	return nil, status.Error(codes.Unavailable, unknownMessage)
-}
-
-// reconcileLoop keeps, while this node leads, the log's rules in line with
-// the node's configuration and the voter set at the configured size from
-// live members, replacing voters that stay dead; and, while no group exists,
-// lets the lowest-named member bootstrap one.
-func (g *strictGroup) reconcileLoop(ctx context.Context) {
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	// A new leader writes its rules at once rather than at the next tick:
-	// until then the log decides none of them.
-	leading := g.raft.LeaderCh()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		case <-leading:
-		}
-		switch {
-		case g.raft.State() == raft.Leader:
-			g.syncRules(ctx)
-			g.importOutside(ctx)
-			if g.n.members != nil {
-				g.reconcile()
-			}
-		case g.n.members != nil:
-			g.maybeBootstrap(ctx)
-		}
-	}
-}
-
-// strictMember is a live member that takes part in strict mode.
-type strictMember struct {
-	name, raftAddr string
-}
-
-func (g *strictGroup) liveMembers() []strictMember {
-	out := []strictMember{{name: g.n.cfg.Name, raftAddr: g.addr}}
-	for _, p := range g.n.peers.infos() {
-		if p.raftAddr != "" {
-			out = append(out, strictMember{name: p.name, raftAddr: p.raftAddr})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out
-}
-
-func (g *strictGroup) reconcile() {
-	cf := g.raft.GetConfiguration()
-	if cf.Error() != nil {
-		return
-	}
-	live := map[string]bool{}
-	for _, m := range g.liveMembers() {
-		live[m.name] = true
-	}
-	want := g.n.cfg.StrictVoters
-	voters := 0
-	now := time.Now()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, s := range cf.Configuration().Servers {
-		switch {
-		case live[string(s.ID)]:
-			// A voter restarted on another address stays as it is in the
-			// configuration: the transport dials it where gossip says it
-			// is (gossipRaftAddrs). Rewriting its address would race inside
-			// raft's replication (hashicorp/raft reads a follower's peer
-			// without the lock that guards the rewrite).
-			delete(g.deadSeen, s.ID)
-			voters++
-		default:
-			since, seen := g.deadSeen[s.ID]
-			if !seen {
-				g.deadSeen[s.ID] = now
-				voters++
-				continue
-			}
-			if now.Sub(since) < deadVoterGrace {
-				voters++
-				continue
-			}
-			g.n.log.Warn("removing a strict voter that stayed dead", "voter", s.ID)
-			if err := g.raft.RemoveServer(s.ID, 0, time.Second).Error(); err == nil {
-				delete(g.deadSeen, s.ID)
-			} else {
-				voters++
-			}
-		}
-	}
-	in := map[string]bool{}
-	for _, s := range cf.Configuration().Servers {
-		in[string(s.ID)] = true
-	}
-	for _, m := range g.liveMembers() {
-		if voters >= want {
-			break
-		}
-		if in[m.name] {
-			continue
-		}
-		if err := g.raft.AddVoter(raft.ServerID(m.name), raft.ServerAddress(m.raftAddr), 0, time.Second).Error(); err != nil {
-			g.n.log.Debug("adding a strict voter failed", "member", m.name, "err", err)
-			continue
-		}
-		g.n.log.Info("strict voter added", "member", m.name, "raft_addr", m.raftAddr)
-		voters++
-	}
-}
-
-// maybeBootstrap starts a group when none exists: only the lowest-named live
-// member does, and only when no peer knows of a leader.
-func (g *strictGroup) maybeBootstrap(ctx context.Context) {
-	if addr, _ := g.raft.LeaderWithID(); addr != "" || g.hasGroup.Load() {
-		return
-	}
-	cf := g.raft.GetConfiguration()
-	if cf.Error() == nil && len(cf.Configuration().Servers) > 0 {
-		return // already part of a group, waiting for an election
-	}
-	members := g.liveMembers()
-	if members[0].name != g.n.cfg.Name {
-		return
-	}
-	for _, p := range g.n.peers.list() {
-		if p.info.raftAddr == "" {
-			continue
-		}
-		callCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		_, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx, &sluicev1.ForwardRequest{})
-		cancel()
-		if err == nil {
-			return // a peer leads
-		}
-		if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition && s.Message() != noLeaderMessage {
-			return // a peer knows a leader
-		}
-	}
-	g.bootstrap()
-}
-
-const noLeaderMessage = leaderIsPrefix + `""`
-
-// gossipRaftAddrs finds a voter's Raft address in its gossiped metadata.
-type gossipRaftAddrs struct{ n *Node }
-
-func (a gossipRaftAddrs) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
-	for _, p := range a.n.peers.infos() {
-		if p.name == string(id) && p.raftAddr != "" {
-			return raft.ServerAddress(p.raftAddr), nil
-		}
-	}
-	return "", fmt.Errorf("no live member %q with a raft address", id)
 }
 
 // raftStream is raft's StreamLayer over a listener of the node's network.

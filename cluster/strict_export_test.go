@@ -62,7 +62,7 @@ func (n *Node) isStrictLeader() bool { return n.strictG.Load().raft.State() == r
 // strictLeaderName returns the name of the leader this node knows, or "".
 func (n *Node) strictLeaderName() string {
 	_, id := n.strictG.Load().raft.LeaderWithID()
-	return string(id)
+	return serverName(id)
 }
 
 // strictVoters returns the voters of the group as this node sees them.

@@ -465,7 +465,12 @@ type NodeMeta struct {
 	RulesHash uint64 `protobuf:"fixed64,3,opt,name=rules_hash,json=rulesHash,proto3" json:"rules_hash,omitempty"`
 	// raft_addr is where the node's Raft transport listens, when it takes
 	// part in strict mode.
-	RaftAddr      string `protobuf:"bytes,4,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	RaftAddr string `protobuf:"bytes,4,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	// raft_id is the node's server ID in the strict group: its name when its
+	// log survives restarts (a data dir), else one unique to this boot, so
+	// that a node which forgot its log never votes as the member it was.
+	// Empty means the name.
+	RaftId        string `protobuf:"bytes,5,opt,name=raft_id,json=raftId,proto3" json:"raft_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -524,6 +529,13 @@ func (x *NodeMeta) GetRulesHash() uint64 {
 func (x *NodeMeta) GetRaftAddr() string {
 	if x != nil {
 		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *NodeMeta) GetRaftId() string {
+	if x != nil {
+		return x.RaftId
 	}
 	return ""
 }
@@ -752,13 +764,14 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\aSyncAck\x12\x1a\n" +
 	"\breceived\x18\x01 \x01(\x04R\breceived\"9\n" +
 	"\vPullRequest\x12*\n" +
-	"\x04from\x18\x01 \x01(\v2\x16.sluice.v1.IncarnationR\x04from\"w\n" +
+	"\x04from\x18\x01 \x01(\v2\x16.sluice.v1.IncarnationR\x04from\"\x90\x01\n" +
 	"\bNodeMeta\x12\x1b\n" +
 	"\tgrpc_addr\x18\x01 \x01(\tR\bgrpcAddr\x12\x12\n" +
 	"\x04boot\x18\x02 \x01(\x06R\x04boot\x12\x1d\n" +
 	"\n" +
 	"rules_hash\x18\x03 \x01(\x06R\trulesHash\x12\x1b\n" +
-	"\traft_addr\x18\x04 \x01(\tR\braftAddr\"\x10\n" +
+	"\traft_addr\x18\x04 \x01(\tR\braftAddr\x12\x17\n" +
+	"\araft_id\x18\x05 \x01(\tR\x06raftId\"\x10\n" +
 	"\x0eMembersRequest\">\n" +
 	"\x0fMembersResponse\x12+\n" +
 	"\amembers\x18\x01 \x03(\v2\x11.sluice.v1.MemberR\amembers\"\xd8\x01\n" +

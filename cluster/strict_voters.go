@@ -1,0 +1,239 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
+)
+
+// reconcileLoop keeps, while this node leads, the log's rules in line with
+// the node's configuration and the voter set at the configured size from
+// live members, replacing voters that stay dead; and, while no group exists,
+// lets the lowest-named member bootstrap one.
+func (g *strictGroup) reconcileLoop(ctx context.Context) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	// A new leader writes its rules at once rather than at the next tick:
+	// until then the log decides none of them.
+	leading := g.raft.LeaderCh()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-leading:
+		}
+		switch {
+		case g.raft.State() == raft.Leader:
+			g.syncRules(ctx)
+			g.importOutside(ctx)
+			if g.n.members != nil {
+				g.reconcile()
+			}
+		case g.n.members != nil:
+			if conf, lost := g.lostMajority(); lost {
+				g.n.recoverStrict(g, conf)
+				return
+			}
+			g.maybeBootstrap(ctx)
+		}
+	}
+}
+
+// strictMember is a live member that takes part in strict mode.
+type strictMember struct {
+	name     string
+	id       raft.ServerID
+	raftAddr string
+}
+
+// raftServerID is a node's server ID in the strict group. A node whose log
+// survives restarts (it has a data dir) keeps its name. A node that keeps
+// its log in memory gets a new ID each boot: it forgets its log and its vote
+// when it restarts, and Raft's safety rests on a voter never forgetting
+// either. Coming back under its old ID it could hand a candidate that lacks
+// an acknowledged admission the vote that elects it; as a new member it is
+// only added by a leader, which holds every committed entry.
+func raftServerID(name string, boot uint64, durable bool) raft.ServerID {
+	if durable {
+		return raft.ServerID(name)
+	}
+	return raft.ServerID(fmt.Sprintf("%s%s%016x", name, bootSeparator, boot))
+}
+
+// bootSeparator joins a node's name and its boot in a per-boot server ID.
+const bootSeparator = "#"
+
+// serverName is the node name a server ID stands for.
+func serverName(id raft.ServerID) string {
+	s := string(id)
+	i := strings.LastIndex(s, bootSeparator)
+	if i < 0 || len(s)-i-len(bootSeparator) != 16 {
+		return s
+	}
+	if _, err := strconv.ParseUint(s[i+len(bootSeparator):], 16, 64); err != nil {
+		return s
+	}
+	return s[:i]
+}
+
+func (g *strictGroup) liveMembers() []strictMember {
+	out := []strictMember{{name: g.n.cfg.Name, id: g.id, raftAddr: g.addr}}
+	for _, p := range g.n.peers.infos() {
+		if p.raftAddr != "" {
+			out = append(out, strictMember{name: p.name, id: raft.ServerID(p.raftID), raftAddr: p.raftAddr})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// superseded reports whether server id belongs to a node that has since
+// restarted without its log: a live member of that name now runs under
+// another ID, so id will never answer again.
+func superseded(id raft.ServerID, current map[string]raft.ServerID) bool {
+	now, ok := current[serverName(id)]
+	return ok && now != id
+}
+
+// currentIDs maps each live member's name to the server ID it runs under.
+func currentIDs(members []strictMember) map[string]raft.ServerID {
+	out := make(map[string]raft.ServerID, len(members))
+	for _, m := range members {
+		out[m.name] = m.id
+	}
+	return out
+}
+
+func (g *strictGroup) reconcile() {
+	cf := g.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return
+	}
+	members := g.liveMembers()
+	current := currentIDs(members)
+	live := map[raft.ServerID]bool{}
+	for _, m := range members {
+		live[m.id] = true
+	}
+	want := g.n.cfg.StrictVoters
+	voters := 0
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range cf.Configuration().Servers {
+		switch {
+		case live[s.ID]:
+			// A voter restarted on another address stays as it is in the
+			// configuration: the transport dials it where gossip says it
+			// is (gossipRaftAddrs). Rewriting its address would race inside
+			// raft's replication (hashicorp/raft reads a follower's peer
+			// without the lock that guards the rewrite).
+			delete(g.deadSeen, s.ID)
+			voters++
+		case superseded(s.ID, current):
+			// No grace: the member it was is gone for good, and each voter
+			// that cannot answer brings the group closer to losing its
+			// majority. Its new self is added below.
+			g.n.log.Info("replacing a strict voter that restarted without its log", "voter", s.ID,
+				"now", current[serverName(s.ID)])
+			if err := g.raft.RemoveServer(s.ID, 0, time.Second).Error(); err == nil {
+				delete(g.deadSeen, s.ID)
+			} else {
+				voters++
+			}
+		default:
+			since, seen := g.deadSeen[s.ID]
+			if !seen {
+				g.deadSeen[s.ID] = now
+				voters++
+				continue
+			}
+			if now.Sub(since) < deadVoterGrace {
+				voters++
+				continue
+			}
+			g.n.log.Warn("removing a strict voter that stayed dead", "voter", s.ID)
+			if err := g.raft.RemoveServer(s.ID, 0, time.Second).Error(); err == nil {
+				delete(g.deadSeen, s.ID)
+			} else {
+				voters++
+			}
+		}
+	}
+	in := map[raft.ServerID]bool{}
+	for _, s := range cf.Configuration().Servers {
+		in[s.ID] = true
+	}
+	for _, m := range members {
+		if voters >= want {
+			break
+		}
+		if in[m.id] {
+			continue
+		}
+		if err := g.raft.AddVoter(m.id, raft.ServerAddress(m.raftAddr), 0, time.Second).Error(); err != nil {
+			g.n.log.Debug("adding a strict voter failed", "member", m.name, "err", err)
+			continue
+		}
+		g.n.log.Info("strict voter added", "member", m.name, "raft_id", m.id, "raft_addr", m.raftAddr)
+		voters++
+	}
+}
+
+// maybeBootstrap starts a group when none exists: only the lowest-named live
+// member does, and only when no peer knows of a leader.
+func (g *strictGroup) maybeBootstrap(ctx context.Context) {
+	if addr, _ := g.raft.LeaderWithID(); addr != "" || g.hasGroup.Load() {
+		return
+	}
+	cf := g.raft.GetConfiguration()
+	if cf.Error() == nil && len(cf.Configuration().Servers) > 0 {
+		return // already part of a group, waiting for an election
+	}
+	members := g.liveMembers()
+	if members[0].name != g.n.cfg.Name {
+		return
+	}
+	for _, p := range g.n.peers.list() {
+		if p.info.raftAddr == "" {
+			continue
+		}
+		callCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx, &sluicev1.ForwardRequest{})
+		cancel()
+		if err == nil {
+			return // a peer leads
+		}
+		if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition && s.Message() != noLeaderMessage {
+			return // a peer knows a leader
+		}
+	}
+	g.bootstrap()
+}
+
+const noLeaderMessage = leaderIsPrefix + `""`
+
+// gossipRaftAddrs finds a voter's Raft address in its gossiped metadata.
+type gossipRaftAddrs struct{ g *strictGroup }
+
+func (a gossipRaftAddrs) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if id == a.g.id {
+		return raft.ServerAddress(a.g.addr), nil
+	}
+	for _, p := range a.g.n.peers.infos() {
+		if p.raftID == string(id) && p.raftAddr != "" {
+			return raft.ServerAddress(p.raftAddr), nil
+		}
+	}
+	return "", fmt.Errorf("no live member %q with a raft address", id)
+}
