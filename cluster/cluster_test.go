@@ -54,6 +54,7 @@ func startMemberClock(t testing.TB, name string, rules []window.Rule, seeds []*N
 	nd, err := Start(context.Background(), Config{
 		Name: name, Rules: rules, GRPCAddr: "127.0.0.1:0", BindAddr: gossipAddr, Join: join,
 		JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second, Logger: testLogger(t), Now: now,
+		StrictBootstrapWait: freshBootstrapWait,
 	})
 	if err != nil {
 		t.Fatalf("start %s: %v", name, err)

@@ -42,6 +42,8 @@ advertise_addr: 10.0.0.1:7946
 http_addr: ":7071"
 join: [10.0.0.2:7946, "[::1]:7946"]
 data_dir: /var/lib/sluice
+strict_timeout: 2
+strict_bootstrap_wait: 0.5
 rules:
   - name: fixed.1
     count: 1099511627776
@@ -59,7 +61,8 @@ rules:
 `,
 			want: FileConfig{Name: "node-1", GRPCAddr: "127.0.0.1:7070", GossipAddr: "0.0.0.0:7946",
 				AdvertiseAddr: "10.0.0.1:7946", HTTPAddr: ":7071",
-				Join: []string{"10.0.0.2:7946", "[::1]:7946"}, DataDir: "/var/lib/sluice"},
+				Join: []string{"10.0.0.2:7946", "[::1]:7946"}, DataDir: "/var/lib/sluice",
+				StrictTimeout: 2, StrictBootstrapWait: 0.5},
 			wantRules: []window.Rule{
 				{Name: "fixed.1", Count: 1 << 40, Window: time.Millisecond, Type: window.Fixed,
 					SyncInterval: window.Strict, FailMode: window.FailOpen},
@@ -128,7 +131,9 @@ func TestParseConfigFileErrors(t *testing.T) {
 		{"empty file", "", `bad.yaml: rules: the file is empty; at least one rule is required`, "rules"},
 		{"no rules", "name: x\n", `bad.yaml: rules: at least one rule is required`, "rules"},
 		{"rules not a list", "rules: 5\n", "bad.yaml:1: rules must be a list of rules, got !!int `5`", "rules"},
-		{"not a mapping", "- a\n", "bad.yaml:1: the config must be a mapping of fields (name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, persist_interval, reconnect_interval, rules), got !!seq", ""},
+		{"not a mapping", "- a\n", "bad.yaml:1: the config must be a mapping of fields (name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, persist_interval, reconnect_interval, rules), got !!seq", ""},
+		{"strict_bootstrap_wait too long", "strict_bootstrap_wait: 7200\n" + goodRules,
+			"bad.yaml:1: strict_bootstrap_wait must be seconds in (0, 3600], got 7200", "strict_bootstrap_wait"},
 		{"persist_interval negative", "persist_interval: -1\n" + goodRules,
 			"bad.yaml:1: persist_interval must be seconds in (0, 3600], got -1", "persist_interval"},
 		{"reconnect_interval not a number", "reconnect_interval: soon\n" + goodRules,
@@ -136,7 +141,7 @@ func TestParseConfigFileErrors(t *testing.T) {
 		{"syntax", "rules: [\n", "bad.yaml:1: did not find expected node content", ""},
 		{"two documents", goodRules + "---\nname: x\n", "bad.yaml:6: more than one YAML document; a config file holds one", ""},
 		{"unknown top field", "nmae: x\n" + goodRules,
-			`bad.yaml:1: unknown field "nmae" (known fields: name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, persist_interval, reconnect_interval, rules)`, "nmae"},
+			`bad.yaml:1: unknown field "nmae" (known fields: name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, persist_interval, reconnect_interval, rules)`, "nmae"},
 		{"unknown rule field", rule("name: api", "count: 10", "time_window: 10", "sync_interval: 0.2", "windw: 3"),
 			`bad.yaml:6: rule 1 "api": unknown field "windw" (known fields: name, count, time_window, window_type, sync_interval, allocation, fail_mode)`, "windw"},
 		{"duplicate key", rule("name: api", "count: 10", "count: 11", "time_window: 10", "sync_interval: 0.2"),

@@ -36,6 +36,9 @@ type membership struct {
 	known   map[string]memberCopy
 
 	reconnect *reconnector
+	// restarted carries the gossip address of a member that answered a
+	// ping as another boot than gossip says it is (NotifyPingComplete).
+	restarted chan string
 }
 
 // memberCopy is what the node keeps of a member.
@@ -101,7 +104,8 @@ func (m *membership) updateMeta() error {
 }
 
 func newMembership(n *Node) (*membership, error) {
-	m := &membership{n: n, changed: make(chan struct{}, 1), known: map[string]memberCopy{}, reconnect: newReconnector()}
+	m := &membership{n: n, changed: make(chan struct{}, 1), known: map[string]memberCopy{}, reconnect: newReconnector(),
+		restarted: make(chan string, 1)}
 	grpcAddr := n.cfg.GRPCAdvertiseAddr
 	if grpcAddr == "" {
 		grpcAddr = n.server.addr()
@@ -140,6 +144,7 @@ func newMembership(n *Node) (*membership, error) {
 	}
 	mc.Delegate = m
 	mc.Events = m
+	mc.Ping = m
 	// A restarted node may come back on another address under its name.
 	mc.DeadNodeReclaimTime = time.Second
 	mc.Logger = log.New(&levelLog{log: n.log.With("component", "memberlist"), quietWarn: true}, "", 0)

@@ -71,6 +71,14 @@ type Config struct {
 	// StrictTimeout bounds a strict check that carries no deadline of its
 	// own; past it, the rule's fail_mode answers. Default 1s.
 	StrictTimeout time.Duration
+	// StrictBootstrapWait is how long a node that finds no strict group
+	// among the members it sees waits, its view of the fleet unchanged,
+	// before it starts one. A node restarted without a DataDir has
+	// forgotten the group its peers run, and a member of that group finds
+	// it within a few gossip probes; started too soon, the node would run
+	// a second group beside it. A fleet's first strict leader is elected
+	// this long after its members have joined. Default 5s.
+	StrictBootstrapWait time.Duration
 
 	// DataDir keeps state across restarts; empty keeps everything in memory.
 	DataDir string
@@ -204,6 +212,9 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.StrictTimeout <= 0 {
 		cfg.StrictTimeout = defaultStrictTimeout
+	}
+	if cfg.StrictBootstrapWait <= 0 {
+		cfg.StrictBootstrapWait = defaultStrictBootstrapWait
 	}
 	switch cfg.StrictVoters {
 	case 0:

@@ -94,10 +94,18 @@ func (r *reconnector) pick(now time.Time, timeout time.Duration, rng *rand.Rand)
 func (m *membership) reconnectLoop(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(m.n.self.Boot, uint64(time.Now().UnixNano())))
 	every := m.n.cfg.ReconnectInterval
+	timer := time.NewTimer(every)
+	defer timer.Stop()
 	for {
 		// Jitter keeps a fleet that failed together from retrying together.
-		if !sleep(ctx, every/2+rand.N(every)) {
+		timer.Reset(every/2 + rand.N(every))
+		select {
+		case <-ctx.Done():
 			return
+		case addr := <-m.restarted:
+			m.rejoin(addr)
+			continue
+		case <-timer.C:
 		}
 		var try []string
 		live := m.gossipAddrs()

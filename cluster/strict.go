@@ -34,6 +34,10 @@ var ErrOutcomeUnknown = errors.New("sluice: strict check outcome unknown")
 const (
 	defaultStrictVoters  = 3
 	defaultStrictTimeout = time.Second
+	// defaultStrictBootstrapWait is five gossip probe intervals: time for a
+	// member of a group to ping a node that forgot it, find it restarted
+	// and rejoin it (restart_detect.go).
+	defaultStrictBootstrapWait = 5 * time.Second
 	// strictInFlight is how many log entries the leader keeps in flight;
 	// checks that arrive meanwhile wait for the next entry (group commit).
 	// One is best: fewer, larger entries cost less per check than more
@@ -67,6 +71,11 @@ type strictGroup struct {
 	snaps   raft.SnapshotStore
 	addr    string // the Raft address peers dial
 	id      raft.ServerID
+	started time.Time // when this node's strict mode started
+	// view and viewSince are the members maybeBootstrap last saw, and
+	// since when; only the reconcile loop touches them.
+	view      string
+	viewSince time.Time
 
 	// rules are the strict rules of this node's configuration, by name;
 	// the leader brings the log's rules in line with its own (syncRules).
@@ -143,6 +152,7 @@ func strictRules(rules []window.Rule) ([]window.Rule, map[string]window.Rule) {
 func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictGroup, error) {
 	g := newGroupShell(n, rules)
 	g.id = raftServerID(n.cfg.Name, n.self.Boot, n.cfg.DataDir != "")
+	g.started = time.Now()
 	if n.store != nil {
 		g.logs = n.store
 	} else {
@@ -386,6 +396,13 @@ func (g *strictGroup) close() {
 func (g *strictGroup) waitLeader(ctx context.Context) {
 	for {
 		if addr, _ := g.raft.LeaderWithID(); addr != "" && (!g.isVoter() || g.fsm.hasRules(*g.rules.Load())) {
+			return
+		}
+		if g.n.members != nil && !g.inGroup() && len(g.liveMembers()) == 1 {
+			// Alone and in no group: no leader will come before a peer
+			// does, or before this node starts a group (maybeBootstrap).
+			g.n.log.Info("no strict group yet; strict rules answer by their fail_mode until one forms",
+				"alone_for_at_most", g.aloneGrace())
 			return
 		}
 		select {

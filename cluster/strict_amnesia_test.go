@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -22,7 +24,7 @@ func TestRestartedInMemoryVoterLosesNoAdmission(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node strict cluster")
 	}
-	tr := startStrictTrio(t)
+	tr := startStrictTrio(t, fastGossip)
 	rule, rules, clock, sn, nodes, leader := tr.rule, []window.Rule{tr.rule}, tr.clock, tr.sn, tr.nodes, tr.leader
 	var holder, lacking *Node // the followers that will and will not hold the admissions
 	for _, nd := range nodes {
@@ -87,10 +89,17 @@ func restartInMemory(t *testing.T, sn *stallNet, name string, rules []window.Rul
 	for _, nd := range join {
 		seeds = append(seeds, nd.GossipAddr())
 	}
+	return restartOn(t, sn, name, "127.0.0.1:0", seeds, rules, clock, fastGossip)
+}
+
+// restartOn starts a node named name again, without a data dir, gossiping
+// on bind and joining seeds.
+func restartOn(t *testing.T, sn *stallNet, name, bind string, seeds []string, rules []window.Rule, clock func() int64,
+	tune func(*memberlist.Config)) (*Node, error) {
 	cfg := Config{
-		Name: name, Rules: rules, GRPCAddr: "127.0.0.1:0", BindAddr: "127.0.0.1:0", Join: seeds,
+		Name: name, Rules: rules, GRPCAddr: "127.0.0.1:0", BindAddr: bind, Join: seeds,
 		JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second, Logger: testLogger(t), Now: clock,
-		Network: sn.node(name), StrictTimeout: patience, gossipTuning: fastGossip,
+		Network: sn.node(name), StrictTimeout: patience, gossipTuning: tune,
 	}
 	nd, err := Start(context.Background(), cfg)
 	if err != nil {
@@ -109,7 +118,7 @@ func TestInMemoryMajorityRestartRecovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node strict cluster")
 	}
-	tr := startStrictTrio(t)
+	tr := startStrictTrio(t, fastGossip)
 	rule, rules, clock, sn, nodes, leader := tr.rule, []window.Rule{tr.rule}, tr.clock, tr.sn, tr.nodes, tr.leader
 	const admitted = 7
 	tr.admit(t, admitted)
@@ -148,8 +157,7 @@ func TestInMemoryMajorityRestartRecovers(t *testing.T) {
 	}
 }
 
-// strictTrio is a 3-node strict group without data dirs on a stallNet,
-// with fast gossip, so that restarted members are found within a second.
+// strictTrio is a 3-node strict group without data dirs on a stallNet.
 type strictTrio struct {
 	rule   window.Rule // the group's one rule, 100 per hour fixed, fail closed
 	clock  func() int64
@@ -158,7 +166,9 @@ type strictTrio struct {
 	leader *Node
 }
 
-func startStrictTrio(t *testing.T) strictTrio {
+// startStrictTrio starts a trio whose gossip timings tune adjusts (nil:
+// memberlist's).
+func startStrictTrio(t *testing.T, tune func(*memberlist.Config)) strictTrio {
 	t.Helper()
 	tr := strictTrio{
 		rule: window.Rule{Name: "s", Count: 100, Window: time.Hour, Type: window.Fixed,
@@ -169,7 +179,7 @@ func startStrictTrio(t *testing.T) strictTrio {
 	t.Cleanup(tr.sn.heal)
 	tr.nodes = startStrictCluster(t, 3, []window.Rule{tr.rule}, tr.clock, func(c *Config) {
 		c.Network = tr.sn.node(c.Name)
-		c.gossipTuning = fastGossip
+		c.gossipTuning = tune
 		patientStrict(c)
 	})
 	tr.leader = waitStrictGroup(t, tr.nodes, patience)
@@ -183,6 +193,54 @@ func (tr strictTrio) admit(t *testing.T, n int) {
 		d, err := tr.leader.Allow(context.Background(), tr.rule.Name, "k", 1)
 		if err != nil || !d.Allowed || d.Path != window.PathStrict {
 			t.Fatalf("admission %d: %+v, %v; want admitted by the log", i, d, err)
+		}
+	}
+}
+
+// TestRestartedSeedsFindTheirGroup kills both followers of a strict group
+// without data dirs and restarts them on their old gossip addresses: the
+// seed with no seeds of its own, the other joining only the seed. The two
+// see each other at once, and neither has a group; the leader, which holds
+// every admission, still thinks both alive, for they answer its pings.
+// They must not start a group of their own: the leader finds them
+// restarted, rejoins them, rebuilds its group and takes them in.
+func TestRestartedSeedsFindTheirGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 3-node strict cluster")
+	}
+	// memberlist's own timings: a push-pull every 15 s would find the
+	// restarted nodes too, but long after they could have started a group.
+	tr := startStrictTrio(t, nil)
+	const admitted = 9
+	tr.admit(t, admitted)
+	var downs []*Node
+	for _, nd := range tr.nodes {
+		if nd != tr.leader {
+			downs = append(downs, nd)
+		}
+	}
+	seed, other := downs[0], downs[1]
+	seedGossip, otherGossip := seed.GossipAddr(), other.GossipAddr()
+	seed.Kill()
+	other.Kill()
+	rules := []window.Rule{tr.rule}
+	seed2, err := restartOn(t, tr.sn, seed.Name(), seedGossip, nil, rules, tr.clock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other2, err := restartOn(t, tr.sn, other.Name(), otherGossip, []string{seedGossip}, rules, tr.clock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := []*Node{tr.leader, seed2, other2}
+	newLeader := waitStrictGroup(t, group, patience)
+	if got, _ := newLeader.strictCounts(tr.rule.Name, "k"); got.Curr != admitted {
+		t.Fatalf("the group counts %d admissions; %d were acknowledged: the restarted nodes started a group of their own",
+			got.Curr, admitted)
+	}
+	for _, nd := range []*Node{seed2, other2} {
+		if nd.Metrics().StrictRecoveries.Load() != 0 {
+			t.Errorf("%s, restarted with no log, rebuilt a group", nd.Name())
 		}
 	}
 }

@@ -93,8 +93,8 @@ func (n *Node) recoverStrict(old *strictGroup, conf raft.Configuration) {
 // shut down.
 func (g *strictGroup) successor(rules []window.Rule, conf raft.Configuration) (*strictGroup, error) {
 	next := newGroupShell(g.n, rules)
-	next.id, next.addr, next.logs, next.ownLogs, next.snaps, next.trans, next.closer =
-		g.id, g.addr, g.logs, g.ownLogs, g.snaps, g.trans, g.closer
+	next.id, next.addr, next.started, next.logs, next.ownLogs, next.snaps, next.trans, next.closer =
+		g.id, g.addr, g.started, g.logs, g.ownLogs, g.snaps, g.trans, g.closer
 	next.hasGroup.Store(true)
 	if err := next.openRaft(&conf); err != nil {
 		return nil, err

@@ -204,6 +204,22 @@ func (g *strictGroup) maybeBootstrap(ctx context.Context) {
 	if members[0].name != g.n.cfg.Name {
 		return
 	}
+	// Membership may still be converging: the members of a group this
+	// node has not heard of yet may be about to find it.
+	now := time.Now()
+	if key := viewKey(members); key != g.view {
+		g.view, g.viewSince = key, now
+	}
+	if now.Sub(g.viewSince) < g.n.cfg.StrictBootstrapWait {
+		return
+	}
+	if len(members) == 1 && now.Sub(g.started) < g.aloneGrace() {
+		// Alone, this node cannot tell a new fleet from one that lost
+		// sight of it: a node restarted without a data dir, or a seed
+		// with no seeds of its own, has forgotten the group its peers
+		// still run. Their reconnect loops find it within an interval.
+		return
+	}
 	for _, p := range g.n.peers.list() {
 		if p.info.raftAddr == "" {
 			continue
@@ -211,14 +227,35 @@ func (g *strictGroup) maybeBootstrap(ctx context.Context) {
 		callCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		_, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx, &sluicev1.ForwardRequest{})
 		cancel()
-		if err == nil {
-			return // a peer leads
-		}
-		if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition && s.Message() != noLeaderMessage {
-			return // a peer knows a leader
+		// Only a peer's word that it has no group lets this node start
+		// one: a peer that leads, knows a leader, is electing or cannot
+		// be asked may belong to a group already.
+		if s, ok := status.FromError(err); !ok || s.Code() != codes.FailedPrecondition || s.Message() != noLeaderMessage {
+			return
 		}
 	}
 	g.bootstrap()
+}
+
+// viewKey identifies a set of members and their server IDs.
+func viewKey(members []strictMember) string {
+	var b strings.Builder
+	for _, m := range members {
+		b.WriteString(m.name)
+		b.WriteByte(0)
+		b.WriteString(string(m.id))
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// aloneGrace is how long after its start a node that sees no other member
+// waits before it starts a group of its own: long enough for the members
+// of a group it belonged to to find it again, by the first ping that finds
+// it restarted (StrictBootstrapWait) or, if they had given it up for dead,
+// by their reconnect loop (one interval, and a margin for the join).
+func (g *strictGroup) aloneGrace() time.Duration {
+	return max(g.n.cfg.StrictBootstrapWait, g.n.cfg.ReconnectInterval+2*time.Second)
 }
 
 const noLeaderMessage = leaderIsPrefix + `""`

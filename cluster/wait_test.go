@@ -27,6 +27,10 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 	}
 }
 
+// freshBootstrapWait is the StrictBootstrapWait of fleets tests start
+// together: none of their members can have forgotten a strict group.
+const freshBootstrapWait = 100 * time.Millisecond
+
 // patientStrict is a Config tweak for tests that check what the strict log
 // decides: a check waits for the log as long as a test waits for anything,
 // rather than fail over after the default second when the machine is slow.

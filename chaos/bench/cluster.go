@@ -20,6 +20,10 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
+// freshBootstrapWait is the nodes' StrictBootstrapWait: a fleet started
+// together for a run has no strict group a member could have forgotten.
+const freshBootstrapWait = 100 * time.Millisecond
+
 // MaxNodes is the most nodes StartCluster runs in one process.
 const MaxNodes = 64
 
@@ -79,7 +83,7 @@ func startCluster(ctx context.Context, n int, rules []window.Rule, logger *slog.
 			Name: fmt.Sprintf("n%d", i), Rules: rules,
 			GRPCAddr: "127.0.0.1:0", BindAddr: "127.0.0.1:0", Join: join,
 			JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second,
-			Logger: logger, Now: c.clock.Now,
+			Logger: logger, Now: c.clock.Now, StrictBootstrapWait: freshBootstrapWait,
 		}
 		if tweak != nil {
 			tweak(&cfg)

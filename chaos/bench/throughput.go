@@ -268,6 +268,7 @@ func startThroughputCluster(ctx context.Context, c *ThroughputConfig, dataDir st
 			Name: "n" + strconv.Itoa(i), Rules: rules,
 			JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second,
 			Logger: logger, Now: cl.clock.Now, StrictTimeout: c.StrictTimeout,
+			StrictBootstrapWait: freshBootstrapWait,
 		}
 		if c.Nodes > 1 || c.Transport == TransportGRPC {
 			cfg.GRPCAddr = "127.0.0.1:0"

@@ -47,6 +47,11 @@ type Options struct {
 	JoinTimeout time.Duration
 }
 
+// freshFleetBootstrapWait is the nodes' StrictBootstrapWait: short, since a
+// fleet that starts together has no strict group a member could have
+// forgotten.
+const freshFleetBootstrapWait = 200 * time.Millisecond
+
 // Fleet is a set of real sluice nodes in this process, every one on the
 // same switchboard and reading its clock from it. A node can be killed and
 // restarted under its name; the fleet keeps each node's last addresses so a
@@ -97,7 +102,10 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 			Name: name, Rules: opts.Rules,
 			GRPCAddr: "127.0.0.1:0", BindAddr: "127.0.0.1:0",
 			JoinTimeout: opts.JoinTimeout, ShutdownTimeout: time.Second,
-			StrictVoters: opts.StrictVoters, StrictTimeout: opts.StrictTimeout, PersistInterval: opts.PersistInterval,
+			// A fleet that starts together has no group anyone forgot; a
+			// restarted member joins the live ones and hears of theirs.
+			StrictBootstrapWait: freshFleetBootstrapWait,
+			StrictVoters:        opts.StrictVoters, StrictTimeout: opts.StrictTimeout, PersistInterval: opts.PersistInterval,
 			Logger: opts.Logger, Now: f.Net.Clock(name), Network: f.Net.Node(name),
 		}
 		if opts.DataDir != "" {
