@@ -14,6 +14,13 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
+// patience bounds what a test waits for. Nothing waited on takes more than
+// a few seconds on an idle machine; memberlist on a machine busy with the
+// race detector and other packages' tests can take several probe and
+// push-pull rounds to converge, so the bound only turns a hang into a
+// failure.
+const patience = time.Minute
+
 // waitFor polls cond until it holds or within passes.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -124,7 +131,7 @@ func TestPartitionBlocksDialsUntilHeal(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, 10*time.Second, "the second dial to block", func() bool { return sb.Stats().DialsBlocked.Load() == 2 })
+	waitFor(t, patience, "the second dial to block", func() bool { return sb.Stats().DialsBlocked.Load() == 2 })
 	sb.Heal()
 	if err := <-done; err != nil {
 		t.Fatalf("dial after the heal: %v", err)
@@ -452,7 +459,7 @@ func TestMemberlistOverTheSwitchboard(t *testing.T) {
 	if _, err := b.Join([]string{addrOf(a)}); err != nil {
 		t.Fatalf("b joining a: %v", err)
 	}
-	waitFor(t, 20*time.Second, "a and b to see each other", func() bool {
+	waitFor(t, patience, "a and b to see each other", func() bool {
 		return a.NumMembers() == 2 && b.NumMembers() == 2
 	})
 
@@ -465,7 +472,7 @@ func TestMemberlistOverTheSwitchboard(t *testing.T) {
 	if _, err := c.Join([]string{addrOf(a)}); err != nil {
 		t.Fatalf("c joining after the heal: %v", err)
 	}
-	waitFor(t, 20*time.Second, "all three to see each other", func() bool {
+	waitFor(t, patience, "all three to see each other", func() bool {
 		return a.NumMembers() == 3 && b.NumMembers() == 3 && c.NumMembers() == 3
 	})
 }
@@ -504,7 +511,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 		_, err := sb.Node("a").Dial(context.Background(), lis.Addr().String())
 		blocked <- err
 	}()
-	waitFor(t, 10*time.Second, "the dial to block", func() bool { return sb.Stats().DialsBlocked.Load() > 0 })
+	waitFor(t, patience, "the dial to block", func() bool { return sb.Stats().DialsBlocked.Load() > 0 })
 
 	if err := sb.Close(); err != nil {
 		t.Fatalf("close: %v", err)
@@ -518,7 +525,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 	if _, err := sb.Node("c").Listen(context.Background(), "127.0.0.1:0"); !errors.Is(err, ErrClosed) {
 		t.Errorf("listen after Close: %v, want ErrClosed", err)
 	}
-	waitFor(t, 10*time.Second, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	waitFor(t, patience, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
 
 func TestListenOnlyOnLoopback(t *testing.T) {
