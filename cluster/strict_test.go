@@ -14,7 +14,8 @@ func TestStrictSingleNodeIsExact(t *testing.T) {
 	rule := window.Rule{Name: "pay", Count: 50, Window: time.Hour, Type: window.Fixed, SyncInterval: window.Strict}
 	// Until it has elected itself a check waits; on a slow machine, longer
 	// than the default strict timeout.
-	cfg := Config{Name: "solo", Rules: []window.Rule{rule}, Logger: testLogger(t)}
+	// On a clock that starts an hour's window: the test never sees one roll.
+	cfg := Config{Name: "solo", Rules: []window.Rule{rule}, Logger: testLogger(t), Now: sharedClock(time.Hour)}
 	patientStrict(&cfg)
 	n, err := Start(context.Background(), cfg)
 	if err != nil {
@@ -53,7 +54,7 @@ func TestStrictClusterIsExact(t *testing.T) {
 		t.Skip("runs a 3-node cluster")
 	}
 	rule := window.Rule{Name: "pay", Count: 300, Window: time.Hour, Type: window.Sliding, SyncInterval: window.Strict}
-	cl := startStrictCluster(t, 3, []window.Rule{rule}, nil, patientStrict)
+	cl := startStrictCluster(t, 3, []window.Rule{rule}, sharedClock(time.Hour), patientStrict)
 	waitStrictGroup(t, cl, patience)
 	var admitted atomic.Int64
 	var wg sync.WaitGroup

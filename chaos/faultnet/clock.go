@@ -19,9 +19,16 @@ type clocks struct {
 	skews map[string]*atomic.Int64
 }
 
+// newClocks starts the switchboard's time within the first second of an
+// hour, keeping the wall clock's phase within the second: a scenario shorter
+// than an hour then never sees an hour's window roll over, as one that
+// started at 59:59 would, while windows of a second or less fall where they
+// would.
 func newClocks() clocks {
 	now := time.Now()
-	return clocks{base: now, baseNanos: now.UnixNano(), skews: map[string]*atomic.Int64{}}
+	ns := now.UnixNano()
+	start := ns - ns%int64(time.Hour) + ns%int64(time.Second)
+	return clocks{base: now, baseNanos: start, skews: map[string]*atomic.Int64{}}
 }
 
 func (c *clocks) skew(node string) *atomic.Int64 {
