@@ -185,16 +185,34 @@ func Memory(ctx context.Context, c MemoryConfig) (*MemoryResult, error) {
 	if err != nil || m.KeysMeasured == c.Keys {
 		return finish(m, &c, err)
 	}
+	perKey := m.BytesPerKey
 	if sample := min(c.Keys, sampleKeys, fitKeys(m.BytesPerKey, c.Nodes, c.MaxHeap/4)); sample > m.KeysMeasured {
 		if m, err = measureMemory(ctx, &c, sample); err != nil || m.KeysMeasured == c.Keys {
 			return finish(m, &c, err)
 		}
 	}
 	sample := m.KeysMeasured
-	projected := m.BytesPerKey * float64(c.Nodes) * float64(c.Keys)
+	// A small heap measured beside other work in the process (a test
+	// binary's other tests) can come out too small, even below zero: the
+	// projection takes the larger of the two figures, and a sample that
+	// measured nothing is not grown from.
+	perKey = max(perKey, m.BytesPerKey)
+	for range 3 {
+		if perKey > 0 {
+			break
+		}
+		if m, err = measureMemory(ctx, &c, sample); err != nil {
+			return nil, err
+		}
+		perKey = m.BytesPerKey
+	}
+	if perKey <= 0 {
+		return nil, fmt.Errorf("the heap of %d keys measured %d bytes four times: something else in the process is freeing memory", sample, m.HeapBytes)
+	}
+	projected := perKey * float64(c.Nodes) * float64(c.Keys)
 	keys := c.Keys
 	if projected > float64(c.MaxHeap) {
-		keys = fitKeys(m.BytesPerKey, c.Nodes, c.MaxHeap)
+		keys = fitKeys(perKey, c.Nodes, c.MaxHeap)
 		if keys >= sampleKeys {
 			keys -= keys % sampleKeys
 		}
