@@ -765,9 +765,7 @@ func (g *strictGroup) leader(ctx context.Context) string {
 		if p.info.raftAddr == "" {
 			continue
 		}
-		callCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		_, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx, &sluicev1.ForwardRequest{})
-		cancel()
+		err := probe(ctx, p, 200*time.Millisecond)
 		if err == nil {
 			g.leaderHint.Store(p.info.raftID)
 			return p.info.raftID
@@ -783,6 +781,15 @@ func (g *strictGroup) leader(ctx context.Context) string {
 		}
 	}
 	return ""
+}
+
+// probe sends peer p an empty Forward, within timeout: the leader answers
+// it, any other member says what it knows of one (leaderHandle).
+func probe(ctx context.Context, p *peer, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := sluicev1.NewStrictClient(p.conn).Forward(ctx, &sluicev1.ForwardRequest{})
+	return err
 }
 
 // leaderIsPrefix starts the message of a follower's FAILED_PRECONDITION

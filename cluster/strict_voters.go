@@ -11,8 +11,6 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 )
 
 // reconcileLoop keeps, while this node leads, the log's rules in line with
@@ -217,16 +215,15 @@ func (g *strictGroup) maybeBootstrap(ctx context.Context) {
 		// Alone, this node cannot tell a new fleet from one that lost
 		// sight of it: a node restarted without a data dir, or a seed
 		// with no seeds of its own, has forgotten the group its peers
-		// still run. Their reconnect loops find it within an interval.
+		// still run. They find it at their first ping of it, or by their
+		// reconnect loop (see aloneGrace).
 		return
 	}
 	for _, p := range g.n.peers.list() {
 		if p.info.raftAddr == "" {
 			continue
 		}
-		callCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		_, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx, &sluicev1.ForwardRequest{})
-		cancel()
+		err := probe(ctx, p, 500*time.Millisecond)
 		// Only a peer's word that it has no group lets this node start
 		// one: a peer that leads, knows a leader, is electing or cannot
 		// be asked may belong to a group already.
