@@ -56,6 +56,10 @@ type FileConfig struct {
 	// StrictTimeout is, in seconds, how long a strict check waits for the
 	// leader before its rule's fail_mode answers; default 1.
 	StrictTimeout float64 `yaml:"strict_timeout"`
+	// BorrowTimeout is, in seconds, how long a check on an owner-allocated
+	// rule waits for the key's owner when this node's grant is spent
+	// before it is decided from this node's view; default 0.25.
+	BorrowTimeout float64 `yaml:"borrow_timeout"`
 	// StrictBootstrapWait is, in seconds, how long a node that finds no
 	// strict group waits, its view of the fleet unchanged, before it
 	// starts one; default 5.
@@ -234,6 +238,7 @@ func ParseConfigFile(path string, data []byte) (cfg *FileConfig, err error) {
 		field string
 		v     float64
 	}{{"strict_timeout", cfg.StrictTimeout}, {"strict_bootstrap_wait", cfg.StrictBootstrapWait},
+		{"borrow_timeout", cfg.BorrowTimeout},
 		{"persist_interval", cfg.PersistInterval}, {"reconnect_interval", cfg.ReconnectInterval}} {
 		if v := d.v; v < 0 || math.IsNaN(v) || math.IsInf(v, 0) || v > 3600 {
 			errs = append(errs, &ConfigError{Path: path, Line: idx.top[d.field], Field: d.field,
@@ -549,14 +554,14 @@ var (
 	yamlCannotRe   = regexp.MustCompile(`^cannot unmarshal (.*) into (\S+)$`)
 	configTypeName = fmt.Sprintf("%T", FileConfig{})
 	ruleTypeName   = fmt.Sprintf("%T", FileRule{})
-	fileFieldNames = "name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, persist_interval, reconnect_interval, rules"
+	fileFieldNames = "name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, rules"
 	ruleFieldNames = "name, count, time_window, window_type, sync_interval, allocation, fail_mode"
 )
 
 // fieldKinds says what each field must hold, for type errors.
 var fieldKinds = map[string]string{
 	"count": "an integer", "time_window": "a number of seconds", "sync_interval": "a number of seconds",
-	"strict_timeout": "a number of seconds", "strict_bootstrap_wait": "a number of seconds", "persist_interval": "a number of seconds", "reconnect_interval": "a number of seconds",
+	"strict_timeout": "a number of seconds", "strict_bootstrap_wait": "a number of seconds", "borrow_timeout": "a number of seconds", "persist_interval": "a number of seconds", "reconnect_interval": "a number of seconds",
 	"join": "a list of HOST:PORT strings", "rules": "a list of rules",
 }
 

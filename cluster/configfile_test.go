@@ -44,6 +44,7 @@ join: [10.0.0.2:7946, "[::1]:7946"]
 data_dir: /var/lib/sluice
 strict_timeout: 2
 strict_bootstrap_wait: 0.5
+borrow_timeout: 0.1
 rules:
   - name: fixed.1
     count: 1099511627776
@@ -62,7 +63,7 @@ rules:
 			want: FileConfig{Name: "node-1", GRPCAddr: "127.0.0.1:7070", GossipAddr: "0.0.0.0:7946",
 				AdvertiseAddr: "10.0.0.1:7946", HTTPAddr: ":7071",
 				Join: []string{"10.0.0.2:7946", "[::1]:7946"}, DataDir: "/var/lib/sluice",
-				StrictTimeout: 2, StrictBootstrapWait: 0.5},
+				StrictTimeout: 2, StrictBootstrapWait: 0.5, BorrowTimeout: 0.1},
 			wantRules: []window.Rule{
 				{Name: "fixed.1", Count: 1 << 40, Window: time.Millisecond, Type: window.Fixed,
 					SyncInterval: window.Strict, FailMode: window.FailOpen},
@@ -131,9 +132,11 @@ func TestParseConfigFileErrors(t *testing.T) {
 		{"empty file", "", `bad.yaml: rules: the file is empty; at least one rule is required`, "rules"},
 		{"no rules", "name: x\n", `bad.yaml: rules: at least one rule is required`, "rules"},
 		{"rules not a list", "rules: 5\n", "bad.yaml:1: rules must be a list of rules, got !!int `5`", "rules"},
-		{"not a mapping", "- a\n", "bad.yaml:1: the config must be a mapping of fields (name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, persist_interval, reconnect_interval, rules), got !!seq", ""},
+		{"not a mapping", "- a\n", "bad.yaml:1: the config must be a mapping of fields (name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, rules), got !!seq", ""},
 		{"strict_bootstrap_wait too long", "strict_bootstrap_wait: 7200\n" + goodRules,
 			"bad.yaml:1: strict_bootstrap_wait must be seconds in (0, 3600], got 7200", "strict_bootstrap_wait"},
+		{"borrow_timeout negative", "borrow_timeout: -0.1\n" + goodRules,
+			"bad.yaml:1: borrow_timeout must be seconds in (0, 3600], got -0.1", "borrow_timeout"},
 		{"persist_interval negative", "persist_interval: -1\n" + goodRules,
 			"bad.yaml:1: persist_interval must be seconds in (0, 3600], got -1", "persist_interval"},
 		{"reconnect_interval not a number", "reconnect_interval: soon\n" + goodRules,
@@ -141,7 +144,7 @@ func TestParseConfigFileErrors(t *testing.T) {
 		{"syntax", "rules: [\n", "bad.yaml:1: did not find expected node content", ""},
 		{"two documents", goodRules + "---\nname: x\n", "bad.yaml:6: more than one YAML document; a config file holds one", ""},
 		{"unknown top field", "nmae: x\n" + goodRules,
-			`bad.yaml:1: unknown field "nmae" (known fields: name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, persist_interval, reconnect_interval, rules)`, "nmae"},
+			`bad.yaml:1: unknown field "nmae" (known fields: name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, rules)`, "nmae"},
 		{"unknown rule field", rule("name: api", "count: 10", "time_window: 10", "sync_interval: 0.2", "windw: 3"),
 			`bad.yaml:6: rule 1 "api": unknown field "windw" (known fields: name, count, time_window, window_type, sync_interval, allocation, fail_mode)`, "windw"},
 		{"duplicate key", rule("name: api", "count: 10", "count: 11", "time_window: 10", "sync_interval: 0.2"),
@@ -199,7 +202,7 @@ func TestParseConfigFileErrors(t *testing.T) {
 		{"sync_interval -Inf", rule("name: api", "count: 1", "time_window: 1", "sync_interval: -.inf"),
 			`bad.yaml:5: rule 1 "api": sync_interval must be -1 (strict) or a positive number of seconds, got -Inf`, "sync_interval"},
 		{"allocation", rule("name: api", "count: 1", "time_window: 1", "sync_interval: 0.5", "allocation: greedy"),
-			`bad.yaml:6: rule 1 "api": allocation must be adaptive or classic, got "greedy"`, "allocation"},
+			`bad.yaml:6: rule 1 "api": allocation must be adaptive, classic or owner, got "greedy"`, "allocation"},
 		{"fail_mode", rule("name: api", "count: 1", "time_window: 1", "sync_interval: -1", "fail_mode: sideways"),
 			`bad.yaml:6: rule 1 "api": fail_mode must be open, closed or local, got "sideways"`, "fail_mode"},
 		{"duplicate names", goodRules + "  - {name: other, count: 1, time_window: 1, sync_interval: -1}\n  - {name: api, count: 1, time_window: 1, sync_interval: -1}\n",

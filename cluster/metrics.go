@@ -46,6 +46,10 @@ type Metrics struct {
 	// from the voters it had left, after a majority of them restarted
 	// without their logs.
 	StrictRecoveries atomic.Int64
+	// Borrows are checks this node asked a key's owner about (owner
+	// allocation), and BorrowTimeouts those whose answer did not come in
+	// time and were decided from this node's view.
+	Borrows, BorrowTimeouts atomic.Int64
 }
 
 func newMetrics() *Metrics { return &Metrics{} }
@@ -79,6 +83,8 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"sluice_strict_checks_total", "counter", "Strict checks decided in those entries.", &m.StrictChecks},
 		{"sluice_strict_failovers_total", "counter", "Strict checks answered by fail_mode for want of a leader.", &m.StrictFailovers},
 		{"sluice_strict_inflight_failovers_total", "counter", "Strict checks answered by fail_mode while on their way to a leader that did not answer in time.", &m.StrictInFlightFailovers},
+		{"sluice_borrows_total", "counter", "Checks this node asked a key's owner about, its grant spent while the fleet had room.", &m.Borrows},
+		{"sluice_borrow_timeouts_total", "counter", "Checks whose owner did not answer in time, decided from this node's view.", &m.BorrowTimeouts},
 		{"sluice_strict_recoveries_total", "counter", "Strict groups this node rebuilt from the voters left after a majority restarted without their logs.", &m.StrictRecoveries},
 	} {
 		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", x.name, x.help, x.name, x.kind, x.name, x.v.Load()); err != nil {

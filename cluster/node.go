@@ -86,6 +86,11 @@ type Config struct {
 	// that changed: a crash (kill -9, power loss of the process) loses at
 	// most what the node admitted in the last interval. Default 250ms.
 	PersistInterval time.Duration
+	// BorrowTimeout bounds how long a check on an owner-allocated rule waits
+	// for the key's owner when this node's grant is spent; a check whose
+	// answer does not come in time is decided from this node's view.
+	// Default 250ms.
+	BorrowTimeout time.Duration
 	// ShutdownTimeout bounds how long Close waits for in-flight gRPC calls.
 	// Default 5s.
 	ShutdownTimeout time.Duration
@@ -126,6 +131,7 @@ type Node struct {
 	members *membership                 // nil without BindAddr
 	strictG atomic.Pointer[strictGroup] // nil until the node has a strict rule
 	peers   *peerSet
+	borrows borrows
 
 	cancel  context.CancelFunc
 	loopCtx context.Context // lives until Close; owns the node's loops
@@ -209,6 +215,9 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 5 * time.Second
+	}
+	if cfg.BorrowTimeout <= 0 {
+		cfg.BorrowTimeout = defaultBorrowTimeout
 	}
 	if cfg.StrictTimeout <= 0 {
 		cfg.StrictTimeout = defaultStrictTimeout
@@ -349,8 +358,9 @@ func (n *Node) GossipAddr() string {
 func (n *Node) Metrics() *Metrics { return n.metrics }
 
 // Allow checks hits (≥ 0; 0 asks without consuming) against rule for key and
-// records them if admitted. A batched rule decides from this node's view and
-// never waits on the network.
+// records them if admitted. A batched rule decides from this node's view; one
+// with owner allocation may wait, up to BorrowTimeout, for the key's owner
+// when this node's grant is spent and the fleet may have room.
 func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {
 	if g := n.strictG.Load(); g != nil {
 		if r, ok := (*g.rules.Load())[rule]; ok {
@@ -360,7 +370,7 @@ func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.
 			return g.check(ctx, r, key, hits)
 		}
 	}
-	d, err := n.replica.Allow(n.now(), rule, key, hits)
+	d, err := n.allowBatched(ctx, rule, key, hits)
 	if d.Allowed && hits > 0 {
 		n.changed.Store(true)
 	}

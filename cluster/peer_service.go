@@ -82,6 +82,12 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 			n.log.Warn("rejected a delta", "err", err)
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
+		if res.Reply != nil {
+			n.peers.send([]counter.Outbound{*res.Reply}, n.now())
+		}
+		if d.Kind == counter.KindAnswer {
+			n.borrows.answered(d)
+		}
 		n.metrics.DeltasReceived.Add(1)
 		n.metrics.EntriesMerged.Add(int64(res.Merged))
 		if len(res.UnknownRules) > 0 {

@@ -29,6 +29,7 @@ var errBadDelta = errors.New("malformed delta")
 func encodeDelta(d *counter.Delta) *sluicev1.Delta {
 	out := &sluicev1.Delta{
 		From: encodeInc(d.From), Seq: d.Seq, Ack: d.Ack, Live: uint32(max(d.Live, 0)), Full: d.Full,
+		Kind:         sluicev1.Kind(d.Kind),
 		Incarnations: make([]*sluicev1.Incarnation, len(d.Incarnations)),
 		Rules:        make([]*sluicev1.RuleDelta, len(d.Rules)),
 	}
@@ -48,6 +49,8 @@ func encodeDelta(d *counter.Delta) *sluicev1.Delta {
 				Key: e.Key, WindowOffset: e.Window - base, Inc: e.Inc,
 				Admitted: uint64(max(e.Admitted, 0)), Demand: uint64(max(e.Demand, 0)),
 				Claim: uint64(max(e.Claim, 0)), Need: uint64(max(e.Need, 0)),
+				Prev: uint64(max(e.Prev, 0)), Grant: uint64(max(e.Grant, 0)), Rate: uint64(max(e.Rate, 0)),
+				RateFrom: e.RateFrom, Next: uint64(max(e.Next, 0)), Ask: uint64(max(e.Ask, 0)), Told: e.Told,
 			}
 			if e.Opens {
 				opening := uint64(max(e.Opening, 0))
@@ -79,7 +82,11 @@ func decodeDelta(m *sluicev1.Delta) (*counter.Delta, error) {
 	if len(m.GetIncarnations()) > maxIncarnationsPerDelta {
 		return nil, fmt.Errorf("%w from %q: %d incarnations", errBadDelta, from.Node, len(m.GetIncarnations()))
 	}
+	if m.GetKind() < sluicev1.Kind_KIND_SYNC || m.GetKind() > sluicev1.Kind_KIND_ANSWER {
+		return nil, fmt.Errorf("%w from %q: kind %d is unknown", errBadDelta, from.Node, m.GetKind())
+	}
 	d := &counter.Delta{From: from, Seq: m.GetSeq(), Ack: m.GetAck(), Live: int(min(m.GetLive(), math.MaxInt32)), Full: m.GetFull(),
+		Kind:         counter.Kind(m.GetKind()),
 		Incarnations: make([]counter.Incarnation, len(m.GetIncarnations())), Rules: make([]counter.RuleDelta, 0, len(m.GetRules()))}
 	for i, inc := range m.GetIncarnations() {
 		if d.Incarnations[i], err = decodeInc(inc); err != nil {
@@ -117,6 +124,8 @@ func decodeDelta(m *sluicev1.Delta) (*counter.Delta, error) {
 				Admitted: int64(e.GetAdmitted()), Demand: int64(e.GetDemand()),
 				Claim: int64(e.GetClaim()), Need: int64(e.GetNeed()),
 				Opening: int64(e.GetOpening()), Opens: e.Opening != nil,
+				Prev: int64(e.GetPrev()), Grant: int64(e.GetGrant()), Rate: int64(e.GetRate()),
+				RateFrom: e.GetRateFrom(), Next: int64(e.GetNext()), Ask: int64(e.GetAsk()), Told: e.GetTold(),
 			}
 		}
 		d.Rules = append(d.Rules, rd)
@@ -137,6 +146,16 @@ func overRange(e *sluicev1.Entry) (string, uint64) {
 		return "need", e.GetNeed()
 	case e.GetOpening() > maxCount:
 		return "opening", e.GetOpening()
+	case e.GetPrev() > maxCount:
+		return "prev", e.GetPrev()
+	case e.GetGrant() > maxCount:
+		return "grant", e.GetGrant()
+	case e.GetRate() > maxCount:
+		return "rate", e.GetRate()
+	case e.GetNext() > maxCount:
+		return "next", e.GetNext()
+	case e.GetAsk() > maxCount:
+		return "ask", e.GetAsk()
 	}
 	return "", 0
 }

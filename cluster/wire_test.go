@@ -82,6 +82,17 @@ func wireDeltaCases() []struct {
 				{Key: "k", Window: 1, Admitted: int64(maxCount), Demand: int64(maxCount), Claim: int64(maxCount),
 					Need: int64(maxCount), Opening: int64(maxCount), Opens: true},
 			}}}}},
+		{name: "report to an owner", in: counter.Delta{From: b, Seq: 12, Kind: counter.KindReport,
+			Incarnations: []counter.Incarnation{b, c}, Live: 3,
+			Rules: []counter.RuleDelta{{Rule: "login", Entries: []counter.Entry{
+				{Key: "alice", Window: 30, Admitted: 2, Prev: 4, Grant: 3, Rate: 5, RateFrom: -7, Need: 1, Ask: 1, Told: 11},
+				{Key: "bob", Window: 30, Inc: 1, Admitted: 6}, // counts passed on for c
+			}}}}},
+		{name: "owner's answer", in: counter.Delta{From: a, Seq: 13, Kind: counter.KindAnswer,
+			Incarnations: []counter.Incarnation{a}, Live: 3,
+			Rules: []counter.RuleDelta{{Rule: "login", Entries: []counter.Entry{
+				{Key: "alice", Window: 30, Admitted: 7, Prev: 9, Grant: 4, Rate: 2, RateFrom: 1 << 60, Next: 3, Told: 12},
+			}}}}},
 	}
 }
 
@@ -259,6 +270,14 @@ func TestWireDecodeDeltaRejects(t *testing.T) {
 			m.Rules[0].Entries = append(m.Rules[0].Entries, &sluicev1.Entry{Key: "b", WindowOffset: 1 << 40})
 			return m
 		}(), []string{"windows span more than 2^40"}},
+		{"unknown kind", func() *sluicev1.Delta {
+			m := one(nil)
+			m.Kind = sluicev1.Kind(7)
+			return m
+		}(), []string{`"peer"`, "kind 7 is unknown"}},
+		{"grant over maxCount", one(func(e *sluicev1.Entry) { e.Grant = maxCount + 1 }), []string{"grant", "out of range"}},
+		{"ask over maxCount", one(func(e *sluicev1.Entry) { e.Ask = math.MaxUint64 }), []string{"ask", "out of range"}},
+		{"next over maxCount", one(func(e *sluicev1.Entry) { e.Next = maxCount + 1 }), []string{"next", "out of range"}},
 		{"admitted over maxCount", one(func(e *sluicev1.Entry) { e.Admitted = maxCount + 1 }),
 			[]string{"admitted 4611686018427387905 is out of range"}},
 		{"demand over maxCount", one(func(e *sluicev1.Entry) { e.Demand = math.MaxUint64 }),

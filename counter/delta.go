@@ -31,9 +31,28 @@ type Delta struct {
 	// when it built this delta: the receiver tells from it whether the
 	// sender's claims were made seeing its own latest ones.
 	Ack uint64
+	// Kind says what the delta is for: counts for every peer, or a report
+	// to keys' owners, or an owner's answer.
+	Kind Kind
 	// Rules hold the entries, grouped by rule.
 	Rules []RuleDelta
 }
+
+// Kind says what a delta is for.
+type Kind uint8
+
+const (
+	// KindSync carries counts for every peer (classic and adaptive rules,
+	// strict rules' counts made outside the log, snapshots).
+	KindSync Kind = iota
+	// KindReport carries a node's counts of keys to their owner (owner
+	// allocation), with what it asks for; entries of other incarnations in
+	// it are counts the sender holds for them and passes on.
+	KindReport
+	// KindAnswer is an owner's answer to a report: the fleet's counts and
+	// the grant of each key reported.
+	KindAnswer
+)
 
 // RuleDelta is the part of a Delta for one rule.
 type RuleDelta struct {
@@ -68,6 +87,23 @@ type Entry struct {
 	// its peers hold that much of a fresh window back for it.
 	Opening int64
 	Opens   bool
+
+	// What owner allocation adds. In a report, Prev is the sender's count in
+	// Window−1, Grant, Rate and RateFrom the grant it holds for Window, Ask
+	// the hits it waits for (a borrow), Told the sequence of the last
+	// report whose answer it applied, and Need its demand in its last sync
+	// interval. In an answer, Admitted and Prev are what everyone but the
+	// receiver admitted in Window and Window−1; the receiver's count in
+	// Window may grow to Grant, and by Rate more per window length from
+	// moment RateFrom on (Unix nanoseconds); Next is its grant for
+	// Window+1, and Told the report answered.
+	Prev     int64
+	Grant    int64
+	Rate     int64
+	RateFrom int64
+	Next     int64
+	Ask      int64
+	Told     uint64
 }
 
 // Size returns the number of entries in d.

@@ -29,3 +29,9 @@ func (r *registry) list() []Incarnation {
 	defer r.mu.Unlock()
 	return append([]Incarnation(nil), r.incs...)
 }
+
+func (r *registry) inc(id uint32) Incarnation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.incs[id]
+}

@@ -40,6 +40,7 @@ type Replica struct {
 	sweep []int64 // per table in order: next expiry pass when alone
 	live  int32   // nodes live, this one included
 	alive *[]bool // live incarnations by registry id
+	fleet *fleet  // the live nodes keys of owner-allocated rules have owners among
 }
 
 // peerState is what this node has sent to one peer: per rule, the epoch
@@ -156,6 +157,7 @@ func (r *Replica) SetRules(rules []window.Rule, now int64) error {
 			t = newTable(rule, r.reg, r.selfID)
 			t.live.Store(r.live)
 			t.aliveBy.Store(r.alive)
+			t.fleet.Store(r.fleet)
 		}
 		if ot == nil || ot.syncEvery() != t.syncEvery() {
 			t.nextSync.Store(now + int64(t.syncEvery()))
@@ -217,9 +219,19 @@ func (r *Replica) SetPeers(peers []Incarnation) {
 		mark(r.reg.id(p))
 	}
 	r.live, r.alive = int32(len(next)+1), &alive
+	f := &fleet{gen: 1, ids: []uint32{r.selfID}, names: []uint64{hashString(r.self.Node)}}
+	if r.fleet != nil {
+		f.gen = r.fleet.gen + 1
+	}
+	for p := range next {
+		f.ids = append(f.ids, r.reg.id(p))
+		f.names = append(f.names, hashString(p.Node))
+	}
+	r.fleet = f
 	for _, t := range r.order {
 		t.live.Store(r.live)
 		t.aliveBy.Store(r.alive)
+		t.fleet.Store(f)
 	}
 }
 
@@ -273,6 +285,7 @@ func (r *Replica) Tick(now int64) []Outbound {
 	defer r.mu.Unlock()
 	peers := r.sortedPeers()
 	perPeer := make([][]RuleDelta, len(peers))
+	var reports []routed
 	for i, t := range r.order {
 		due := t.nextSync.Load() <= now
 		if len(peers) == 0 {
@@ -289,6 +302,11 @@ func (r *Replica) Tick(now int64) []Outbound {
 			continue
 		}
 		t.nextSync.Store(nextRound(t.nextSync.Load(), t.syncEvery(), now))
+		if t.owns() {
+			since := t.epoch.Add(1) - 1
+			reports = t.roundOwned(now, since, reports)
+			continue
+		}
 		name := t.rule.Name
 		minSince := ^uint64(0)
 		for _, p := range peers {
@@ -308,6 +326,9 @@ func (r *Replica) Tick(now int64) []Outbound {
 		}
 	}
 	var out []Outbound
+	if len(reports) > 0 {
+		out = r.reportsTo(reports, out)
+	}
 	for j, p := range peers {
 		if len(perPeer[j]) == 0 {
 			continue
@@ -398,24 +419,59 @@ func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
 	}
 	r.mu.Unlock()
 	tables := *r.tables.Load()
+	var answers []routed
 	for _, rd := range d.Rules {
 		t := tables[rd.Rule]
 		if t == nil {
 			res.UnknownRules = append(res.UnknownRules, rd.Rule)
 			continue
 		}
+		owns := t.owns()
 		for i := range rd.Entries {
 			e := &rd.Entries[i]
 			if e.Key == "" || len(e.Key) > MaxKeyLen {
 				res.Dropped++
 				continue
 			}
-			if t.merge(ids[e.Inc], e, now, !d.Full && ids[e.Inc] == fromID, d.Seq, unseen[rd.Rule]) {
+			id := ids[e.Inc]
+			var ok bool
+			switch {
+			case owns && d.Kind == KindAnswer:
+				ok = id == fromID && t.applyAnswer(e, now)
+			case owns && d.Kind == KindReport && id == fromID:
+				var a Entry
+				if a, ok = t.report(id, e, now, d.Seq); ok {
+					answers = append(answers, routed{to: fromID, inc: r.selfID, rule: rd.Rule, e: a})
+				}
+			case owns:
+				ok = t.mergeForeign(id, e, now, d.Kind == KindReport)
+			case d.Kind == KindAnswer:
+				// Answers mean nothing to a rule this node shares with
+				// everyone.
+			case d.Kind == KindReport:
+				// A peer still treating the rule as owner-allocated: its
+				// report holds its counts.
+				ok = t.merge(id, e, now, false, d.Seq, false)
+				if e.Prev > 0 {
+					prev := Entry{Key: e.Key, Window: e.Window - 1, Admitted: e.Prev}
+					t.merge(id, &prev, now, false, d.Seq, false)
+				}
+			default:
+				ok = t.merge(id, e, now, !d.Full && id == fromID, d.Seq, unseen[rd.Rule])
+			}
+			if ok {
 				res.Merged++
 			} else {
 				res.Dropped++
 			}
 		}
+	}
+	if len(answers) > 0 {
+		r.mu.Lock()
+		reply := r.reportDelta(answers)
+		r.mu.Unlock()
+		reply.Kind = KindAnswer
+		res.Reply = &Outbound{To: d.From, Delta: reply}
 	}
 	return res, nil
 }
@@ -430,6 +486,8 @@ type ReceiveResult struct {
 	// UnknownRules are rules in the delta that this node does not have: a
 	// sign of configuration drift.
 	UnknownRules []string
+	// Reply is what to send back at once: an owner's answer to a report.
+	Reply *Outbound
 }
 
 // Snapshot returns every count this node holds for live windows at moment

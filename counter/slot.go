@@ -1,6 +1,10 @@
 package counter
 
-import "github.com/sluicehq/sluice/window"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/window"
+)
 
 // slot is one key's counts in the two windows that matter: idx (the newest
 // window held) at position 1 and idx−1 at position 0.
@@ -15,6 +19,8 @@ type slot struct {
 	// x holds what only a clustered key needs; nil on a lone node keeps a
 	// key small.
 	x *shared
+	// o holds what owner allocation needs, in place of x.
+	o *owned
 }
 
 // shared is the part of a slot that peers and allocation need.
@@ -61,11 +67,12 @@ func (s *slot) pos(w int64) int {
 // roll moves the slot forward so that idx is its newest window. Counts of
 // windows that fall out are forgotten, including those of peers, which is
 // how a dead incarnation's entries leave: only once their windows expire.
-func (s *slot) roll(idx int64) {
+func (s *slot) roll(idx int64, w time.Duration) {
 	shift := idx - s.idx
 	if shift <= 0 {
 		return
 	}
+	oldEnd := (s.idx + 1) * int64(w)
 	s.idx = idx
 	if shift == 1 {
 		s.own = [2]int64{s.own[1], 0}
@@ -75,6 +82,9 @@ func (s *slot) roll(idx int64) {
 	}
 	if s.x != nil {
 		s.x.roll(shift, idx)
+	}
+	if s.o != nil {
+		s.o.roll(shift, oldEnd, w)
 	}
 }
 

@@ -36,6 +36,12 @@ type Table struct {
 	// nextSync is when the next sync round is due (Unix nanoseconds); a
 	// refusal by allocation can be retried then.
 	nextSync atomic.Int64
+	// fleet is the members keys have owners among (owner allocation).
+	fleet atomic.Pointer[fleet]
+	// fwd holds counts of other incarnations due to the owners of their
+	// keys at the next round.
+	fwdMu sync.Mutex
+	fwd   []routed
 
 	// shards hold the keys. A table that replaces another for a changed
 	// rule with the same window shares them, so a check that still holds
@@ -71,6 +77,7 @@ func (old *Table) successor(rule window.Rule) *Table {
 	t.epoch.Store(old.epoch.Load())
 	t.live.Store(old.live.Load())
 	t.aliveBy.Store(old.aliveBy.Load())
+	t.fleet.Store(old.fleet.Load())
 	t.nextSync.Store(old.nextSync.Load())
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -78,6 +85,11 @@ func (old *Table) successor(rule window.Rule) *Table {
 		for j := range sh.slots {
 			if x := sh.slots[j].x; x != nil {
 				x.alloc.reset(rule.Count, sh.slots[j].own)
+			}
+			if rule.Allocation != window.Owner {
+				// Grants and books mean nothing to another policy; the
+				// counts they stood for stay in own and with the peers.
+				sh.slots[j].o = nil
 			}
 		}
 		sh.mu.Unlock()
@@ -129,18 +141,77 @@ func (sh *shard) lookup(key string, idx int64, create bool) *slot {
 // Allow decides whether hits for key fit at moment now and records them if
 // they do. hits must be in [0, Count]; the Replica checks that.
 func (t *Table) Allow(key string, now, hits int64) window.Decision {
+	d, _ := t.try(key, now, hits, askNever)
+	return d
+}
+
+// asking says what a decision does when a key's owner would have to be
+// asked (owner allocation).
+type asking uint8
+
+const (
+	// askNever decides from the node's view instead.
+	askNever asking = iota
+	// askOwner leaves the check undecided and says so.
+	askOwner
+	// askAnswered decides after the owner answered: a check still beyond
+	// the grant is refused.
+	askAnswered
+	// askLost decides from the view after the question went unanswered.
+	askLost
+)
+
+// try decides whether hits for key fit at moment now, as how says, and
+// records them if they do; ask reports a check left undecided for the
+// owner.
+func (t *Table) try(key string, now, hits int64, how asking) (d window.Decision, ask bool) {
 	idx, elapsed := window.Position(now, t.rule.Window)
 	live := t.live.Load()
 	sh := t.shardOf(key)
 	sh.mu.Lock()
 	s := sh.lookup(key, idx, true)
-	s.roll(idx)
-	if s.x == nil && live > 1 {
+	s.roll(idx, t.rule.Window)
+	owned := t.owns()
+	if s.x == nil && live > 1 && !owned {
 		s.x = t.newShared(s)
 	}
-	d := t.decide(s, now, idx, elapsed, hits, live)
+	if owned && s.pos(idx) == 1 {
+		d, ask = t.decideByOwner(s, elapsed, hits, how)
+	} else {
+		d = t.decide(s, now, idx, elapsed, hits, live)
+	}
 	sh.mu.Unlock()
-	return d
+	return d, ask
+}
+
+// decideByOwner decides a check of an owner-allocated key in its current
+// window and records it.
+func (t *Table) decideByOwner(s *slot, elapsed time.Duration, hits int64, how asking) (d window.Decision, ask bool) {
+	o := t.lease(s)
+	if how == askNever || how == askOwner {
+		o.demand += hits
+	}
+	c := t.clockOf(s, elapsed)
+	if o.owner == t.self {
+		d = t.decideAsOwner(s, c, hits)
+	} else {
+		d, ask = t.decideOwned(s, c, hits)
+		if ask {
+			switch how {
+			case askOwner:
+				return d, true
+			case askAnswered:
+				d = t.refuseAnswered(s, c, hits)
+			default:
+				d = t.admitAsked(s, elapsed, hits)
+			}
+		}
+	}
+	if d.Allowed && hits > 0 {
+		s.own[1] += hits
+		s.ver[1] = t.epoch.Load()
+	}
+	return d, false
 }
 
 // StrictShareInterval is how often a node shares the counts it holds for a
@@ -205,8 +276,17 @@ func (t *Table) Counts(key string, now int64) (own, view window.Counts) {
 	if s == nil {
 		return own, view
 	}
-	s.roll(idx)
+	s.roll(idx, t.rule.Window)
 	own, view = s.counts(idx)
+	if o := s.o; o != nil && t.owns() && s.pos(idx) == 1 {
+		if o.book != nil {
+			view = o.book.admitted(s)
+		} else {
+			view.Prev += o.others[0]
+			view.Curr += o.others[1]
+		}
+		return own, view
+	}
 	if s.x != nil && t.live.Load() > 1 && s.pos(idx) == 1 {
 		pub := t.policy.published(s)
 		pub[1] += t.policy.unpublished(s)
@@ -239,19 +319,11 @@ func (t *Table) merge(inc uint32, e *Entry, now int64, hasNews bool, seq uint64,
 	if inc == t.self || e.Admitted < 0 || e.Demand < 0 || e.Admitted > maxEntry || e.Demand > maxEntry {
 		return false
 	}
-	idx := window.Index(now, t.rule.Window)
-	if e.Window > idx+1 || e.Window < idx-1 {
+	sh, s, p := t.slotFor(e.Key, e.Window, now)
+	if s == nil {
 		return false
 	}
-	sh := t.shardOf(e.Key)
-	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.lookup(e.Key, max(idx, e.Window), true)
-	s.roll(max(idx, e.Window))
-	p := s.pos(e.Window)
-	if p < 0 {
-		return false
-	}
 	if s.x == nil {
 		s.x = t.newShared(s)
 	}
@@ -265,6 +337,27 @@ func (t *Table) merge(inc uint32, e *Entry, now int64, hasNews bool, seq uint64,
 	return true
 }
 
+// slotFor locks key's shard and returns the key's slot, rolled to window
+// win or the current one, whichever is later, and win's position in it.
+// For a window neither current nor beside it, or one the slot has rolled
+// past, it returns a nil slot and holds no lock.
+func (t *Table) slotFor(key string, win, now int64) (*shard, *slot, int) {
+	idx := window.Index(now, t.rule.Window)
+	if win > idx+1 || win < idx-1 {
+		return nil, nil, -1
+	}
+	sh := t.shardOf(key)
+	sh.mu.Lock()
+	s := sh.lookup(key, max(idx, win), true)
+	s.roll(max(idx, win), t.rule.Window)
+	p := s.pos(win)
+	if p < 0 {
+		sh.mu.Unlock()
+		return nil, nil, -1
+	}
+	return sh, s, p
+}
+
 // round is one pass over the table at a sync: it expires old keys, lets the
 // allocation policy take its new budgets, and collects this incarnation's
 // entries changed at or after epoch since.
@@ -272,6 +365,21 @@ func (t *Table) round(now int64, since, epoch uint64, collect bool) []stamped {
 	idx := window.Index(now, t.rule.Window)
 	live := t.live.Load()
 	var out []stamped
+	t.eachKept(idx, func(s *slot) {
+		if live > 1 && s.x != nil {
+			t.policy.sync(t, s, now, idx, epoch)
+		}
+		if collect {
+			out = t.appendOwn(out, s, since)
+		}
+	})
+	return out
+}
+
+// eachKept rolls every key to window idx, drops those with nothing left in
+// it or the window before, and calls f on each of the rest with its shard
+// locked.
+func (t *Table) eachKept(idx int64, f func(s *slot)) {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -280,26 +388,20 @@ func (t *Table) round(now int64, since, epoch uint64, collect bool) []stamped {
 			if s.key == "" {
 				continue
 			}
-			s.roll(idx)
+			s.roll(idx, t.rule.Window)
 			if s.idx < idx-1 || s.empty() {
 				sh.remove(int32(j))
 				continue
 			}
-			if live > 1 && s.x != nil {
-				t.policy.sync(t, s, now, idx, epoch)
-			}
-			if collect {
-				out = t.appendOwn(out, s, since)
-			}
+			f(s)
 		}
 		sh.mu.Unlock()
 	}
-	return out
 }
 
 // empty reports whether nothing is held for the slot's windows.
 func (s *slot) empty() bool {
-	if s.own != [2]int64{} {
+	if s.own != [2]int64{} || s.o != nil && !s.o.idle() {
 		return false
 	}
 	return s.x == nil || s.x.demand == [2]int64{} && len(s.x.peers) == 0
@@ -356,7 +458,7 @@ func (t *Table) snapshot(now int64, out []Entry) []Entry {
 			if s.key == "" {
 				continue
 			}
-			s.roll(idx)
+			s.roll(idx, t.rule.Window)
 			own := t.ownPublished(s)
 			for p := range 2 {
 				w := s.idx - 1 + int64(p)
@@ -366,6 +468,13 @@ func (t *Table) snapshot(now int64, out []Entry) []Entry {
 						e.Demand = s.x.demand[p]
 					}
 					out = append(out, e)
+				}
+				if s.o != nil && s.o.book != nil {
+					for _, a := range s.o.book.accts {
+						if a.adm[p] > 0 {
+							out = append(out, Entry{Key: s.key, Window: w, Inc: a.inc, Admitted: a.adm[p]})
+						}
+					}
 				}
 				if s.x == nil {
 					continue

@@ -20,12 +20,16 @@ type Decision struct {
 	// Limit is the rule's Count.
 	Limit int64
 	// Remaining is how many more hits would be admitted now, after this one.
+	// With owner allocation it is what the whole fleet has left, as this
+	// node last heard from the key's owner plus its own checks since.
 	Remaining int64
 	// ResetAfter is how long until the whole Limit is available again if no
 	// more hits arrive.
 	ResetAfter time.Duration
 	// RetryAfter is, for a refusal, how long until the same hits would be
-	// admitted if no other hits arrive; zero when Allowed.
+	// admitted if no other hits arrive; zero when Allowed. With owner
+	// allocation it is worked out from the fleet's counts, so a retry then
+	// is admitted on any node unless others took the room first.
 	RetryAfter time.Duration
 	// Path says what produced the decision.
 	Path Path

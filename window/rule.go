@@ -51,6 +51,12 @@ const (
 	// Classic reproduces the common gateway behaviour: each node caches the
 	// global remaining count at every sync and spends it alone.
 	Classic
+	// Owner gives each key an owner among the live nodes: nodes report
+	// their counts for the key to its owner alone and admit from what it
+	// grants them, borrowing when a grant is spent and the fleet may have
+	// room. Sync work and memory grow with the keys a node serves, not with
+	// the fleet, and small counts behave as one exact limiter.
+	Owner
 )
 
 // String returns the rule-file spelling of a.
@@ -60,6 +66,8 @@ func (a Allocation) String() string {
 		return "adaptive"
 	case Classic:
 		return "classic"
+	case Owner:
+		return "owner"
 	}
 	return fmt.Sprintf("Allocation(%d)", uint8(a))
 }
@@ -71,8 +79,10 @@ func ParseAllocation(s string) (Allocation, error) {
 		return Adaptive, nil
 	case "classic":
 		return Classic, nil
+	case "owner":
+		return Owner, nil
 	}
-	return 0, fmt.Errorf("allocation must be adaptive or classic, got %q", s)
+	return 0, fmt.Errorf("allocation must be adaptive, classic or owner, got %q", s)
 }
 
 // FailMode says what a strict rule does when no quorum can be reached.
@@ -192,8 +202,8 @@ func (r *Rule) Validate() error {
 				r.Window, r.SyncInterval)
 		}
 	}
-	if r.Allocation != Adaptive && r.Allocation != Classic {
-		return fieldErr("allocation", "must be adaptive or classic, got %v", r.Allocation)
+	if r.Allocation > Owner {
+		return fieldErr("allocation", "must be adaptive, classic or owner, got %v", r.Allocation)
 	}
 	if r.FailMode > FailClosed {
 		return fieldErr("fail_mode", "must be open, closed or local, got %v", r.FailMode)

@@ -35,7 +35,7 @@ func TestValidate(t *testing.T) {
 		{"sync = window", func(r *Rule) { r.SyncInterval = time.Second }, "sync_interval must be"},
 		{"sync -2", func(r *Rule) { r.SyncInterval = -2 }, "sync_interval must be"},
 		{"bad type", func(r *Rule) { r.Type = 7 }, "window_type must be fixed or sliding"},
-		{"bad allocation", func(r *Rule) { r.Allocation = 9 }, "allocation must be adaptive or classic"},
+		{"bad allocation", func(r *Rule) { r.Allocation = 9 }, "allocation must be adaptive, classic or owner"},
 		{"bad fail mode", func(r *Rule) { r.FailMode = 9 }, "fail_mode must be open, closed or local"},
 	}
 	for _, tt := range tests {

@@ -62,6 +62,30 @@ func Run(c Config) (*Result, error) {
 	if at, node, ok := src.Next(); ok {
 		q.push(event{at: at, kind: evRequest, node: node})
 	}
+	send := func(at int64, o counter.Outbound) {
+		q.push(event{at: at + int64(c.Latency), kind: evDeliver, node: index[o.To], delta: o.Delta})
+		rec.SyncTraffic(1, int64(o.Delta.Size()))
+		rec.SyncBytes(int64(cluster.WireSize(o.Delta)))
+	}
+	// Checks a node left undecided for the key's owner wait, in arrival
+	// order, for its answer; asked is the question's sequence, 0 for none.
+	waiting := make([]int, c.Nodes)
+	asked := make([]uint64, c.Nodes)
+	// decide decides one check at node i at moment at, or asks the owner;
+	// it reports whether the check was decided.
+	decide := func(i int, at int64) (bool, error) {
+		d, ask, err := nodes[i].Decide(at, rule.Name, simKey, 1)
+		if err != nil {
+			return false, err
+		}
+		if ask != nil {
+			asked[i] = ask.Delta.Seq
+			send(at, *ask)
+			return false, nil
+		}
+		rec.Request(at, i, d.Allowed)
+		return true, nil
+	}
 	for q.Len() > 0 {
 		e := q.pop()
 		if e.at >= end {
@@ -69,27 +93,67 @@ func Run(c Config) (*Result, error) {
 		}
 		switch e.kind {
 		case evRequest:
-			d, err := nodes[e.node].Allow(e.at, rule.Name, simKey, 1)
-			if err != nil {
+			if asked[e.node] != 0 {
+				waiting[e.node]++
+			} else if done, err := decide(e.node, e.at); err != nil {
 				return nil, err
+			} else if !done {
+				waiting[e.node]++
 			}
-			rec.Request(e.at, e.node, d.Allowed)
 			if at, node, ok := src.Next(); ok {
 				q.push(event{at: at, kind: evRequest, node: node})
 			}
 		case evTick:
 			r := nodes[e.node]
 			for _, o := range r.Tick(e.at) {
-				q.push(event{at: e.at + int64(c.Latency), kind: evDeliver, node: index[o.To], delta: o.Delta})
-				rec.SyncTraffic(1, int64(o.Delta.Size()))
-				rec.SyncBytes(int64(cluster.WireSize(o.Delta)))
+				send(e.at, o)
 			}
 			q.push(event{at: max(r.NextTick(), e.at+1), kind: evTick, node: e.node})
 		case evDeliver:
-			if _, err := nodes[e.node].Receive(e.at, e.delta); err != nil {
+			res, err := nodes[e.node].Receive(e.at, e.delta)
+			if err != nil {
 				return nil, err
+			}
+			if res.Reply != nil {
+				send(e.at, *res.Reply)
+			}
+			if asked[e.node] == 0 || !answers(e.delta, asked[e.node]) {
+				continue
+			}
+			asked[e.node] = 0
+			d, err := nodes[e.node].Settle(e.at, rule.Name, simKey, 1, true)
+			if err != nil {
+				return nil, err
+			}
+			rec.Request(e.at, e.node, d.Allowed)
+			waiting[e.node]--
+			for waiting[e.node] > 0 {
+				done, err := decide(e.node, e.at)
+				if err != nil {
+					return nil, err
+				}
+				if !done {
+					break
+				}
+				waiting[e.node]--
 			}
 		}
 	}
 	return rec.Result(), nil
+}
+
+// answers reports whether d is an owner's answer to the question with
+// sequence seq, or to a later report.
+func answers(d *counter.Delta, seq uint64) bool {
+	if d.Kind != counter.KindAnswer {
+		return false
+	}
+	for _, rd := range d.Rules {
+		for _, e := range rd.Entries {
+			if e.Key == simKey && e.Told >= seq {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -33,6 +33,7 @@ type sweepGrid struct {
 	windows [][2]time.Duration
 	splits  []string // "even", "skew:S" or "shift"
 	latency time.Duration
+	alloc   window.Allocation
 }
 
 // sweepLatency is the network latency of a sweep: the simulator's, or
@@ -60,7 +61,7 @@ func (g sweepGrid) run(t *testing.T) (cases []sweepCase, meanUnder, meanRefused 
 					for _, arr := range []Arrivals{Uniform, Poisson} {
 						for _, split := range g.splits {
 							c := Defaults()
-							c.Alloc, c.Nodes, c.Limit, c.Window, c.Sync, c.Type, c.Arrivals = window.Adaptive, n, 500, ws[0], ws[1], typ, arr
+							c.Alloc, c.Nodes, c.Limit, c.Window, c.Sync, c.Type, c.Arrivals = g.alloc, n, 500, ws[0], ws[1], typ, arr
 							c.Rate, c.Duration, c.Latency = load*float64(c.Limit)/ws[0].Seconds(), 12*ws[0], g.latency
 							var err error
 							if split == "shift" {
@@ -141,7 +142,20 @@ func checkOver(t *testing.T, cases []sweepCase, minSync time.Duration, limit flo
 //
 // SWEEP_LATENCY=5ms (say) runs it over a slower network.
 func TestSweepAdaptive(t *testing.T) {
-	g := sweepGrid{
+	g := mainGrid(t)
+	cases, meanUnder, meanRefused := g.run(t)
+	checkOver(t, cases, 20*g.latency, 3)
+	if meanUnder < -1.2 {
+		t.Errorf("median windows on average %.2f points under one exact limiter, want at most 1.2", -meanUnder)
+	}
+	if meanRefused > 0.8 {
+		t.Errorf("%.2f%% of demand below the limit refused beyond one exact limiter, want at most 0.8%%", meanRefused)
+	}
+}
+
+// mainGrid is the 2,400 scenarios of the adaptive and owner sweeps.
+func mainGrid(t *testing.T) sweepGrid {
+	return sweepGrid{
 		nodes: []int{2, 3, 5, 8, 16},
 		loads: []float64{0.5, 0.9, 1.1, 1.6, 4},
 		windows: [][2]time.Duration{
@@ -151,14 +165,6 @@ func TestSweepAdaptive(t *testing.T) {
 		},
 		splits:  []string{"even", "skew:0.7", "skew:0.95", "shift"},
 		latency: sweepLatency(t),
-	}
-	cases, meanUnder, meanRefused := g.run(t)
-	checkOver(t, cases, 20*g.latency, 3)
-	if meanUnder < -1.2 {
-		t.Errorf("median windows on average %.2f points under one exact limiter, want at most 1.2", -meanUnder)
-	}
-	if meanRefused > 0.8 {
-		t.Errorf("%.2f%% of demand below the limit refused beyond one exact limiter, want at most 0.8%%", meanRefused)
 	}
 }
 
@@ -180,5 +186,23 @@ func TestSweepAdaptiveShortSync(t *testing.T) {
 	checkOver(t, cases, 10*g.latency, 1)
 	if meanUnder < -1.2 {
 		t.Errorf("median windows on average %.2f points under one exact limiter, want at most 1.2", -meanUnder)
+	}
+}
+
+// TestSweepOwner runs owner allocation over the 2,400 scenarios of
+// TestSweepAdaptive, with the same bounds on the worst window and the
+// average shortfall. About 50 s:
+//
+//	go test -tags sweep ./chaos/sim -run 'SweepOwner$' -v
+func TestSweepOwner(t *testing.T) {
+	g := mainGrid(t)
+	g.alloc = window.Owner
+	cases, meanUnder, meanRefused := g.run(t)
+	checkOver(t, cases, 0, 1)
+	if meanUnder < -1.2 {
+		t.Errorf("median windows on average %.2f points under one exact limiter, want at most 1.2", -meanUnder)
+	}
+	if meanRefused > 0.8 {
+		t.Errorf("%.2f%% of demand below the limit refused beyond one exact limiter, want at most 0.8%%", meanRefused)
 	}
 }

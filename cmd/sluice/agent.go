@@ -349,6 +349,7 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 		RaftAdvertiseAddr:   f.RaftAdvertiseAddr,
 		StrictVoters:        f.StrictVoters,
 		StrictTimeout:       time.Duration(f.StrictTimeout * float64(time.Second)),
+		BorrowTimeout:       time.Duration(f.BorrowTimeout * float64(time.Second)),
 		StrictBootstrapWait: time.Duration(f.StrictBootstrapWait * float64(time.Second)),
 		PersistInterval:     time.Duration(f.PersistInterval * float64(time.Second)),
 		ReconnectInterval:   time.Duration(f.ReconnectInterval * float64(time.Second)),

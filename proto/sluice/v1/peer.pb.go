@@ -24,6 +24,60 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Kind says what a delta is for.
+type Kind int32
+
+const (
+	// KIND_SYNC carries counts for every peer.
+	Kind_KIND_SYNC Kind = 0
+	// KIND_REPORT carries a node's counts of keys to their owner, with what
+	// it asks for.
+	Kind_KIND_REPORT Kind = 1
+	// KIND_ANSWER is an owner's answer to a report.
+	Kind_KIND_ANSWER Kind = 2
+)
+
+// Enum value maps for Kind.
+var (
+	Kind_name = map[int32]string{
+		0: "KIND_SYNC",
+		1: "KIND_REPORT",
+		2: "KIND_ANSWER",
+	}
+	Kind_value = map[string]int32{
+		"KIND_SYNC":   0,
+		"KIND_REPORT": 1,
+		"KIND_ANSWER": 2,
+	}
+)
+
+func (x Kind) Enum() *Kind {
+	p := new(Kind)
+	*p = x
+	return p
+}
+
+func (x Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_peer_proto_enumTypes[0].Descriptor()
+}
+
+func (Kind) Type() protoreflect.EnumType {
+	return &file_sluice_v1_peer_proto_enumTypes[0]
+}
+
+func (x Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Kind.Descriptor instead.
+func (Kind) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
 // Incarnation is one run of one node: a restart gets a new boot id.
 type Incarnation struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -99,7 +153,10 @@ type Delta struct {
 	// sent_at is the sender's clock (Unix nanoseconds) when it sent the
 	// delta: receivers estimate the sender's clock offset from it, to find a
 	// node whose clock is off.
-	SentAt        int64 `protobuf:"varint,8,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
+	SentAt int64 `protobuf:"varint,8,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
+	// kind says what the delta is for: counts for every peer, a report of
+	// keys to their owner, or an owner's answer (owner allocation).
+	Kind          Kind `protobuf:"varint,9,opt,name=kind,proto3,enum=sluice.v1.Kind" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -190,6 +247,13 @@ func (x *Delta) GetSentAt() int64 {
 	return 0
 }
 
+func (x *Delta) GetKind() Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return Kind_KIND_SYNC
+}
+
 // RuleDelta is the part of a delta for one rule.
 type RuleDelta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -271,7 +335,21 @@ type Entry struct {
 	// opening is what the sender may spend in a fresh fixed window before
 	// its first sync there, which its peers hold back for it (adaptive
 	// allocation); absent when it does not say.
-	Opening       *uint64 `protobuf:"varint,8,opt,name=opening,proto3,oneof" json:"opening,omitempty"`
+	Opening *uint64 `protobuf:"varint,8,opt,name=opening,proto3,oneof" json:"opening,omitempty"`
+	// What owner allocation adds. In a report: prev is the sender's count in
+	// the window before; grant, rate and rate_from the grant it holds; ask
+	// the hits it waits for; told the seq of the last report whose answer it
+	// applied. In an answer: admitted and prev are what everyone but the
+	// receiver admitted; the receiver's count may grow to grant, and by rate
+	// more per window length from rate_from (Unix nanoseconds) on; next is
+	// its grant for the window after; told the report answered.
+	Prev          uint64 `protobuf:"varint,9,opt,name=prev,proto3" json:"prev,omitempty"`
+	Grant         uint64 `protobuf:"varint,10,opt,name=grant,proto3" json:"grant,omitempty"`
+	Rate          uint64 `protobuf:"varint,11,opt,name=rate,proto3" json:"rate,omitempty"`
+	RateFrom      int64  `protobuf:"varint,12,opt,name=rate_from,json=rateFrom,proto3" json:"rate_from,omitempty"`
+	Next          uint64 `protobuf:"varint,13,opt,name=next,proto3" json:"next,omitempty"`
+	Ask           uint64 `protobuf:"varint,14,opt,name=ask,proto3" json:"ask,omitempty"`
+	Told          uint64 `protobuf:"varint,15,opt,name=told,proto3" json:"told,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -358,6 +436,55 @@ func (x *Entry) GetNeed() uint64 {
 func (x *Entry) GetOpening() uint64 {
 	if x != nil && x.Opening != nil {
 		return *x.Opening
+	}
+	return 0
+}
+
+func (x *Entry) GetPrev() uint64 {
+	if x != nil {
+		return x.Prev
+	}
+	return 0
+}
+
+func (x *Entry) GetGrant() uint64 {
+	if x != nil {
+		return x.Grant
+	}
+	return 0
+}
+
+func (x *Entry) GetRate() uint64 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *Entry) GetRateFrom() int64 {
+	if x != nil {
+		return x.RateFrom
+	}
+	return 0
+}
+
+func (x *Entry) GetNext() uint64 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
+}
+
+func (x *Entry) GetAsk() uint64 {
+	if x != nil {
+		return x.Ask
+	}
+	return 0
+}
+
+func (x *Entry) GetTold() uint64 {
+	if x != nil {
+		return x.Told
 	}
 	return 0
 }
@@ -735,7 +862,7 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x14sluice/v1/peer.proto\x12\tsluice.v1\"5\n" +
 	"\vIncarnation\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
-	"\x04boot\x18\x02 \x01(\x06R\x04boot\"\x80\x02\n" +
+	"\x04boot\x18\x02 \x01(\x06R\x04boot\"\xa5\x02\n" +
 	"\x05Delta\x12*\n" +
 	"\x04from\x18\x01 \x01(\v2\x16.sluice.v1.IncarnationR\x04from\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12:\n" +
@@ -744,12 +871,13 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x04full\x18\x05 \x01(\bR\x04full\x12*\n" +
 	"\x05rules\x18\x06 \x03(\v2\x14.sluice.v1.RuleDeltaR\x05rules\x12\x10\n" +
 	"\x03ack\x18\a \x01(\x04R\x03ack\x12\x17\n" +
-	"\asent_at\x18\b \x01(\x03R\x06sentAt\"l\n" +
+	"\asent_at\x18\b \x01(\x03R\x06sentAt\x12#\n" +
+	"\x04kind\x18\t \x01(\x0e2\x0f.sluice.v1.KindR\x04kind\"l\n" +
 	"\tRuleDelta\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x1f\n" +
 	"\vbase_window\x18\x02 \x01(\x03R\n" +
 	"baseWindow\x12*\n" +
-	"\aentries\x18\x03 \x03(\v2\x10.sluice.v1.EntryR\aentries\"\xd9\x01\n" +
+	"\aentries\x18\x03 \x03(\v2\x10.sluice.v1.EntryR\aentries\"\xee\x02\n" +
 	"\x05Entry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12#\n" +
 	"\rwindow_offset\x18\x02 \x01(\x12R\fwindowOffset\x12\x10\n" +
@@ -758,7 +886,15 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x06demand\x18\x05 \x01(\x04R\x06demand\x12\x14\n" +
 	"\x05claim\x18\x06 \x01(\x04R\x05claim\x12\x12\n" +
 	"\x04need\x18\a \x01(\x04R\x04need\x12\x1d\n" +
-	"\aopening\x18\b \x01(\x04H\x00R\aopening\x88\x01\x01B\n" +
+	"\aopening\x18\b \x01(\x04H\x00R\aopening\x88\x01\x01\x12\x12\n" +
+	"\x04prev\x18\t \x01(\x04R\x04prev\x12\x14\n" +
+	"\x05grant\x18\n" +
+	" \x01(\x04R\x05grant\x12\x12\n" +
+	"\x04rate\x18\v \x01(\x04R\x04rate\x12\x1b\n" +
+	"\trate_from\x18\f \x01(\x03R\brateFrom\x12\x12\n" +
+	"\x04next\x18\r \x01(\x04R\x04next\x12\x10\n" +
+	"\x03ask\x18\x0e \x01(\x04R\x03ask\x12\x12\n" +
+	"\x04told\x18\x0f \x01(\x04R\x04toldB\n" +
 	"\n" +
 	"\b_opening\"%\n" +
 	"\aSyncAck\x12\x1a\n" +
@@ -786,7 +922,11 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"rules_hash\x18\x06 \x01(\x06R\trulesHash\x12\x1f\n" +
 	"\vrules_match\x18\a \x01(\bR\n" +
 	"rulesMatch\x12\x12\n" +
-	"\x04self\x18\b \x01(\bR\x04self2\xac\x01\n" +
+	"\x04self\x18\b \x01(\bR\x04self*7\n" +
+	"\x04Kind\x12\r\n" +
+	"\tKIND_SYNC\x10\x00\x12\x0f\n" +
+	"\vKIND_REPORT\x10\x01\x12\x0f\n" +
+	"\vKIND_ANSWER\x10\x022\xac\x01\n" +
 	"\x04Peer\x12.\n" +
 	"\x04Sync\x12\x10.sluice.v1.Delta\x1a\x12.sluice.v1.SyncAck(\x01\x122\n" +
 	"\x04Pull\x12\x16.sluice.v1.PullRequest\x1a\x10.sluice.v1.Delta0\x01\x12@\n" +
@@ -804,37 +944,40 @@ func file_sluice_v1_peer_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_peer_proto_rawDescData
 }
 
+var file_sluice_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_sluice_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_sluice_v1_peer_proto_goTypes = []any{
-	(*Incarnation)(nil),     // 0: sluice.v1.Incarnation
-	(*Delta)(nil),           // 1: sluice.v1.Delta
-	(*RuleDelta)(nil),       // 2: sluice.v1.RuleDelta
-	(*Entry)(nil),           // 3: sluice.v1.Entry
-	(*SyncAck)(nil),         // 4: sluice.v1.SyncAck
-	(*PullRequest)(nil),     // 5: sluice.v1.PullRequest
-	(*NodeMeta)(nil),        // 6: sluice.v1.NodeMeta
-	(*MembersRequest)(nil),  // 7: sluice.v1.MembersRequest
-	(*MembersResponse)(nil), // 8: sluice.v1.MembersResponse
-	(*Member)(nil),          // 9: sluice.v1.Member
+	(Kind)(0),               // 0: sluice.v1.Kind
+	(*Incarnation)(nil),     // 1: sluice.v1.Incarnation
+	(*Delta)(nil),           // 2: sluice.v1.Delta
+	(*RuleDelta)(nil),       // 3: sluice.v1.RuleDelta
+	(*Entry)(nil),           // 4: sluice.v1.Entry
+	(*SyncAck)(nil),         // 5: sluice.v1.SyncAck
+	(*PullRequest)(nil),     // 6: sluice.v1.PullRequest
+	(*NodeMeta)(nil),        // 7: sluice.v1.NodeMeta
+	(*MembersRequest)(nil),  // 8: sluice.v1.MembersRequest
+	(*MembersResponse)(nil), // 9: sluice.v1.MembersResponse
+	(*Member)(nil),          // 10: sluice.v1.Member
 }
 var file_sluice_v1_peer_proto_depIdxs = []int32{
-	0, // 0: sluice.v1.Delta.from:type_name -> sluice.v1.Incarnation
-	0, // 1: sluice.v1.Delta.incarnations:type_name -> sluice.v1.Incarnation
-	2, // 2: sluice.v1.Delta.rules:type_name -> sluice.v1.RuleDelta
-	3, // 3: sluice.v1.RuleDelta.entries:type_name -> sluice.v1.Entry
-	0, // 4: sluice.v1.PullRequest.from:type_name -> sluice.v1.Incarnation
-	9, // 5: sluice.v1.MembersResponse.members:type_name -> sluice.v1.Member
-	1, // 6: sluice.v1.Peer.Sync:input_type -> sluice.v1.Delta
-	5, // 7: sluice.v1.Peer.Pull:input_type -> sluice.v1.PullRequest
-	7, // 8: sluice.v1.Peer.Members:input_type -> sluice.v1.MembersRequest
-	4, // 9: sluice.v1.Peer.Sync:output_type -> sluice.v1.SyncAck
-	1, // 10: sluice.v1.Peer.Pull:output_type -> sluice.v1.Delta
-	8, // 11: sluice.v1.Peer.Members:output_type -> sluice.v1.MembersResponse
-	9, // [9:12] is the sub-list for method output_type
-	6, // [6:9] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	1,  // 0: sluice.v1.Delta.from:type_name -> sluice.v1.Incarnation
+	1,  // 1: sluice.v1.Delta.incarnations:type_name -> sluice.v1.Incarnation
+	3,  // 2: sluice.v1.Delta.rules:type_name -> sluice.v1.RuleDelta
+	0,  // 3: sluice.v1.Delta.kind:type_name -> sluice.v1.Kind
+	4,  // 4: sluice.v1.RuleDelta.entries:type_name -> sluice.v1.Entry
+	1,  // 5: sluice.v1.PullRequest.from:type_name -> sluice.v1.Incarnation
+	10, // 6: sluice.v1.MembersResponse.members:type_name -> sluice.v1.Member
+	2,  // 7: sluice.v1.Peer.Sync:input_type -> sluice.v1.Delta
+	6,  // 8: sluice.v1.Peer.Pull:input_type -> sluice.v1.PullRequest
+	8,  // 9: sluice.v1.Peer.Members:input_type -> sluice.v1.MembersRequest
+	5,  // 10: sluice.v1.Peer.Sync:output_type -> sluice.v1.SyncAck
+	2,  // 11: sluice.v1.Peer.Pull:output_type -> sluice.v1.Delta
+	9,  // 12: sluice.v1.Peer.Members:output_type -> sluice.v1.MembersResponse
+	10, // [10:13] is the sub-list for method output_type
+	7,  // [7:10] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_peer_proto_init() }
@@ -848,13 +991,14 @@ func file_sluice_v1_peer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_peer_proto_rawDesc), len(file_sluice_v1_peer_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_sluice_v1_peer_proto_goTypes,
 		DependencyIndexes: file_sluice_v1_peer_proto_depIdxs,
+		EnumInfos:         file_sluice_v1_peer_proto_enumTypes,
 		MessageInfos:      file_sluice_v1_peer_proto_msgTypes,
 	}.Build()
 	File_sluice_v1_peer_proto = out.File

@@ -1,0 +1,134 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/counter"
+	"github.com/sluicehq/sluice/window"
+)
+
+const defaultBorrowTimeout = 250 * time.Millisecond
+
+// ruleKey names one key of one rule.
+type ruleKey struct{ rule, key string }
+
+// borrows are the questions this node has sent keys' owners and not yet
+// had answered: checks on the same key wait for the one in flight rather
+// than each asking.
+type borrows struct {
+	mu      sync.Mutex
+	pending map[ruleKey]*flight
+}
+
+// flight is one question in flight: its report's sequence, and a channel
+// closed when the answer has been merged.
+type flight struct {
+	seq  uint64
+	done chan struct{}
+}
+
+// start records a question with sequence seq for rk, unless one is already
+// in flight, which it returns instead.
+func (b *borrows) start(rk ruleKey, seq uint64) (f *flight, mine bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if f := b.pending[rk]; f != nil {
+		return f, false
+	}
+	if b.pending == nil {
+		b.pending = make(map[ruleKey]*flight)
+	}
+	f = &flight{seq: seq, done: make(chan struct{})}
+	b.pending[rk] = f
+	return f, true
+}
+
+// inFlight returns the question in flight for rk, or nil.
+func (b *borrows) inFlight(rk ruleKey) *flight {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.pending[rk]
+}
+
+// answered releases the checks waiting on the questions d answers.
+func (b *borrows) answered(d *counter.Delta) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.pending) == 0 {
+		return
+	}
+	for _, rd := range d.Rules {
+		for _, e := range rd.Entries {
+			rk := ruleKey{rd.Rule, e.Key}
+			if f := b.pending[rk]; f != nil && e.Told >= f.seq {
+				close(f.done)
+				delete(b.pending, rk)
+			}
+		}
+	}
+}
+
+// drop forgets f if it is still the question in flight for rk.
+func (b *borrows) drop(rk ruleKey, f *flight) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pending[rk] == f {
+		delete(b.pending, rk)
+	}
+}
+
+// allowBatched decides a check of a batched rule. Where the key's owner
+// must be asked, the check waits for its answer, up to BorrowTimeout and
+// the caller's context; a check whose answer does not come in time is
+// decided from this node's view.
+func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {
+	rk := ruleKey{rule, key}
+	for {
+		d, ask, err := n.replica.Decide(n.now(), rule, key, hits)
+		if err != nil || ask == nil {
+			return d, err
+		}
+		f, mine := n.borrows.start(rk, ask.Delta.Seq)
+		if mine {
+			n.metrics.Borrows.Add(1)
+			n.peers.send([]counter.Outbound{*ask}, n.now())
+		}
+		err = n.awaitAnswer(ctx, f)
+		if err != nil {
+			n.borrows.drop(rk, f)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return window.Decision{}, ctx.Err()
+		case errors.Is(err, ErrClosed):
+			return window.Decision{}, err
+		case !mine && err == nil:
+			// Another check on the key asked; its answer may bring enough
+			// for this one too, or this one asks in turn.
+			continue
+		case err != nil:
+			n.metrics.BorrowTimeouts.Add(1)
+		}
+		return n.replica.Settle(n.now(), rule, key, hits, err == nil)
+	}
+}
+
+// awaitAnswer waits until f is answered, the borrow timeout passes
+// (context.DeadlineExceeded) or ctx ends.
+func (n *Node) awaitAnswer(ctx context.Context, f *flight) error {
+	timer := time.NewTimer(n.cfg.BorrowTimeout)
+	defer timer.Stop()
+	select {
+	case <-f.done:
+		return nil
+	case <-timer.C:
+		return context.DeadlineExceeded
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.done:
+		return ErrClosed
+	}
+}

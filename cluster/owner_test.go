@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// steppedClock is wall time moved by an offset that a test steps forward,
+// starting at the beginning of a window of length w.
+type steppedClock struct{ offset atomic.Int64 }
+
+func newSteppedClock(w time.Duration) *steppedClock {
+	c := &steppedClock{}
+	now := time.Now().UnixNano()
+	c.offset.Store(window.Start(window.Index(now, w)+1, w) - now)
+	return c
+}
+
+func (c *steppedClock) now() int64           { return time.Now().UnixNano() + c.offset.Load() }
+func (c *steppedClock) step(d time.Duration) { c.offset.Add(int64(d)) }
+
+// TestOwnedRetryAfterAndRemaining checks what a refused client is told on a
+// 3-node fleet with a small count: every node admits while the fleet has
+// room, whichever node served the earlier hits; Remaining is what the fleet
+// has left; a refusal's RetryAfter is when the fleet has room again, and a
+// retry then is admitted.
+func TestOwnedRetryAfterAndRemaining(t *testing.T) {
+	for _, typ := range []window.Type{window.Fixed, window.Sliding} {
+		t.Run(typ.String(), func(t *testing.T) {
+			rule := window.Rule{Name: "login", Count: 10, Window: time.Minute, Type: typ,
+				SyncInterval: 100 * time.Millisecond, Allocation: window.Owner}
+			clk := newSteppedClock(rule.Window)
+			clk.step(time.Second)
+			nodes := startCluster(t, 3, []window.Rule{rule}, clk.now)
+			ctx := context.Background()
+			for i := range 10 {
+				nd := nodes[i%3]
+				d, err := nd.Allow(ctx, "login", "alice", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !d.Allowed {
+					t.Fatalf("hit %d on %s refused with %d admitted of 10: %+v", i+1, nd.cfg.Name, i, d)
+				}
+				if d.Remaining != int64(9-i) {
+					t.Errorf("hit %d on %s: remaining %d, want the fleet's %d", i+1, nd.cfg.Name, d.Remaining, 9-i)
+				}
+			}
+			// Each node in turn: refused while the fleet is full, told when
+			// it has room, and admitted when it retries then. In a fixed
+			// window the first wait frees the whole count; in a sliding one
+			// each wait frees one hit.
+			for _, nd := range nodes {
+				d, err := nd.Allow(ctx, "login", "alice", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed {
+					if typ == window.Sliding {
+						t.Fatalf("%s: %+v in a full sliding window", nd.cfg.Name, d)
+					}
+					continue
+				}
+				if d.Remaining != 0 || d.RetryAfter <= rule.SyncInterval {
+					t.Fatalf("%s: %+v with the fleet's 10 spent, want nothing remaining and the wait until a hit frees", nd.cfg.Name, d)
+				}
+				clk.step(d.RetryAfter)
+				if d, err = nd.Allow(ctx, "login", "alice", 1); err != nil {
+					t.Fatal(err)
+				} else if !d.Allowed {
+					t.Errorf("%s: retry at the RetryAfter given refused: %+v", nd.cfg.Name, d)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,199 @@
+package counter
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// ownedFleet is replicas of one owner-allocated rule that hand each other
+// messages at once, in order.
+type ownedFleet struct {
+	t     *testing.T
+	nodes []*Replica
+	down  map[string]bool // nodes whose messages are lost
+}
+
+func newOwnedFleet(t *testing.T, n int, r window.Rule) *ownedFleet {
+	f := &ownedFleet{t: t, down: map[string]bool{}}
+	var incs []Incarnation
+	for i := range n {
+		rp := newTestReplica(t, string(rune('a'+i)), r)
+		f.nodes = append(f.nodes, rp)
+		incs = append(incs, rp.Self())
+	}
+	for _, rp := range f.nodes {
+		rp.SetPeers(incs)
+	}
+	return f
+}
+
+func (f *ownedFleet) node(inc Incarnation) *Replica {
+	for _, rp := range f.nodes {
+		if rp.Self() == inc {
+			return rp
+		}
+	}
+	return nil
+}
+
+// deliver hands out messages and the replies they draw; it returns whether
+// every one arrived.
+func (f *ownedFleet) deliver(now int64, out []Outbound) bool {
+	all := true
+	for len(out) > 0 {
+		o := out[0]
+		out = out[1:]
+		to := f.node(o.To)
+		if to == nil || f.down[o.To.Node] || f.down[o.Delta.From.Node] {
+			all = false
+			continue
+		}
+		res, err := to.Receive(now, o.Delta)
+		if err != nil {
+			f.t.Fatalf("%s receiving from %s: %v", o.To.Node, o.Delta.From.Node, err)
+		}
+		if res.Reply != nil {
+			out = append(out, *res.Reply)
+		}
+	}
+	return all
+}
+
+// allow is a check as a node embedding the replica makes it: asking the
+// owner where Decide says to, and settling on the answer or its absence.
+func (f *ownedFleet) allow(i int, now int64, key string, hits int64) window.Decision {
+	rp := f.nodes[i]
+	d, ask, err := rp.Decide(now, "api", key, hits)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if ask == nil {
+		return d
+	}
+	answered := f.deliver(now, []Outbound{*ask})
+	if d, err = rp.Settle(now, "api", key, hits, answered); err != nil {
+		f.t.Fatal(err)
+	}
+	return d
+}
+
+func (f *ownedFleet) tick(now int64) {
+	for _, rp := range f.nodes {
+		f.deliver(now, rp.Tick(now))
+	}
+}
+
+// ownerIndex is the index of key's owner as node 0 sees it.
+func (f *ownedFleet) ownerIndex(key string) int {
+	t := f.nodes[0].Table("api")
+	inc := f.nodes[0].reg.inc(t.fleet.Load().ownerOf(key))
+	for i, rp := range f.nodes {
+		if rp.Self() == inc {
+			return i
+		}
+	}
+	f.t.Fatalf("owner %v of %q is no node", inc, key)
+	return -1
+}
+
+func ownedRule(count int64, w time.Duration, typ window.Type) window.Rule {
+	r := rule(count, w, typ)
+	r.SyncInterval = 100 * time.Millisecond
+	r.Allocation = window.Owner
+	return r
+}
+
+// TestOwnedSmallCountIsExact checks that a small count spread over a fleet
+// admits what one exact limiter admits, whichever node each check reaches,
+// that Remaining is the fleet's, and that a refusal waits until the fleet
+// has room.
+func TestOwnedSmallCountIsExact(t *testing.T) {
+	for _, typ := range []window.Type{window.Fixed, window.Sliding} {
+		t.Run(typ.String(), func(t *testing.T) {
+			f := newOwnedFleet(t, 3, ownedRule(5, time.Minute, typ))
+			ref := window.Rule{Count: 5, Window: time.Minute, Type: typ}
+			admitted := map[int64]int64{} // one exact limiter's count per window
+			for i := range 24 {
+				// Checks 7 s apart over three windows, so that a sliding
+				// window's decay decides some of them.
+				now := t0 + int64(i)*7*sec
+				idx, elapsed := window.Position(now, ref.Window)
+				d := f.allow(i%3, now, "alice", 1)
+				want := ref.DecideAt(window.Counts{Prev: admitted[idx-1], Curr: admitted[idx]}, elapsed, 1)
+				if want.Allowed {
+					admitted[idx]++
+				}
+				if d.Allowed != want.Allowed || d.Remaining != want.Remaining {
+					t.Fatalf("check %d on node %d: %+v, one exact limiter: %+v", i+1, i%3, d, want)
+				}
+				if !d.Allowed && d.RetryAfter != want.RetryAfter {
+					t.Fatalf("check %d on node %d: retry after %v, one exact limiter: %v", i+1, i%3, d.RetryAfter, want.RetryAfter)
+				}
+				if i%4 == 3 {
+					f.tick(now)
+				}
+			}
+		})
+	}
+}
+
+// TestOwnedOwnerUnreachable checks that a node whose owner does not answer
+// decides from its own view, never beyond what it believes the fleet has
+// left.
+func TestOwnedOwnerUnreachable(t *testing.T) {
+	f := newOwnedFleet(t, 3, ownedRule(6, time.Minute, window.Fixed))
+	own := f.ownerIndex("bob")
+	other := (own + 1) % 3
+	for i := range 4 {
+		if d := f.allow(own, t0+int64(i)*sec, "bob", 1); !d.Allowed {
+			t.Fatalf("check %d on the owner: %+v", i+1, d)
+		}
+	}
+	if d := f.allow(other, t0+5*sec, "bob", 1); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("a check on node %d with 4 of 6 spent: %+v, want admitted with 1 remaining", other, d)
+	}
+	f.down[f.nodes[own].Self().Node] = true
+	admitted := 0
+	for i := range 5 {
+		if d := f.allow(other, t0+int64(6+i)*sec, "bob", 1); d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 1 {
+		t.Fatalf("with the owner unreachable node %d admitted %d, want the 1 its view has left", other, admitted)
+	}
+}
+
+// TestOwnedMoveKeepsCounts checks that when a key's owner leaves, the new
+// owner learns what the remaining nodes admitted from their next reports.
+func TestOwnedMoveKeepsCounts(t *testing.T) {
+	const key = "carol"
+	f := newOwnedFleet(t, 3, ownedRule(6, time.Minute, window.Fixed))
+	own := f.ownerIndex(key)
+	a, b := (own+1)%3, (own+2)%3
+	for i := range 4 {
+		if d := f.allow([]int{a, b}[i%2], t0+int64(i)*sec, key, 1); !d.Allowed {
+			t.Fatalf("check %d: %+v", i+1, d)
+		}
+	}
+	// The owner leaves: a and b see a two-node fleet, one of them owning
+	// the key now.
+	left := []Incarnation{f.nodes[a].Self(), f.nodes[b].Self()}
+	f.nodes[a].SetPeers(left)
+	f.nodes[b].SetPeers(left)
+	f.down[f.nodes[own].Self().Node] = true
+	now := t0 + 10*sec
+	f.tick(now)
+	f.tick(now + int64(200*time.Millisecond))
+	admitted := 0
+	for i := range 6 {
+		if d := f.allow([]int{a, b}[i%2], now+int64(i+1)*sec, key, 1); d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 2 {
+		t.Fatalf("after the owner left, %d more admitted with 4 of 6 spent, want 2", admitted)
+	}
+}
