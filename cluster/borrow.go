@@ -21,6 +21,59 @@ type ruleKey struct{ rule, key string }
 type borrows struct {
 	mu      sync.Mutex
 	pending map[ruleKey]*flight
+	// silent are the owners a question to which went unanswered, with the
+	// moment it was asked: checks that would ask one are decided at once,
+	// without waiting, until anything arrives from it again or it leaves.
+	silent map[counter.Incarnation]int64
+}
+
+// silentSince reports whether owner left a question unanswered and has sent
+// nothing since, and since when.
+func (b *borrows) silentSince(owner counter.Incarnation) (int64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	at, ok := b.silent[owner]
+	return at, ok
+}
+
+// markSilent records that a question asked of owner at moment at went
+// unanswered, unless it was already silent.
+func (b *borrows) markSilent(owner counter.Incarnation, at int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.silent == nil {
+		b.silent = make(map[counter.Incarnation]int64)
+	}
+	if _, ok := b.silent[owner]; !ok {
+		b.silent[owner] = at
+	}
+}
+
+// ownerLostAfter is how many borrow timeouts an owner may stay silent
+// before checks on its keys are decided from this node's view (within its
+// share) rather than refused beyond the grant held: long enough that a
+// slow or lossy link, whose answers come late, is not taken for a lost
+// owner, which membership will soon move the keys away from.
+const ownerLostAfter = 4
+
+// outcomeFor says how a check is decided whose question to owner, asked
+// at moment asked, went unanswered.
+func (n *Node) outcomeFor(owner counter.Incarnation, asked int64) counter.Outcome {
+	since, ok := n.borrows.silentSince(owner)
+	if !ok {
+		since = asked
+	}
+	if n.now()-since >= ownerLostAfter*int64(n.cfg.BorrowTimeout) {
+		return counter.Lost
+	}
+	return counter.Late
+}
+
+// heardFrom records that something arrived from peer, or that it left.
+func (b *borrows) heardFrom(peer counter.Incarnation) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.silent, peer)
 }
 
 // flight is one question in flight: its report's sequence, and a channel
@@ -91,6 +144,13 @@ func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (
 		if err != nil || ask == nil {
 			return d, err
 		}
+		asked := n.now()
+		if _, silent := n.borrows.silentSince(ask.To); silent {
+			// The owner left the last question unanswered: decide now, and
+			// let the next sync round find out whether it is back.
+			n.metrics.BorrowTimeouts.Add(1)
+			return n.replica.Settle(asked, rule, key, hits, n.outcomeFor(ask.To, asked))
+		}
 		f, mine := n.borrows.start(rk, ask.Delta.Seq)
 		if mine {
 			n.metrics.Borrows.Add(1)
@@ -111,8 +171,12 @@ func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (
 			continue
 		case err != nil:
 			n.metrics.BorrowTimeouts.Add(1)
+			if mine {
+				n.borrows.markSilent(ask.To, asked)
+			}
+			return n.replica.Settle(n.now(), rule, key, hits, n.outcomeFor(ask.To, asked))
 		}
-		return n.replica.Settle(n.now(), rule, key, hits, err == nil)
+		return n.replica.Settle(n.now(), rule, key, hits, counter.Answered)
 	}
 }
 

@@ -202,7 +202,7 @@ func TestParseConfigFileErrors(t *testing.T) {
 		{"sync_interval -Inf", rule("name: api", "count: 1", "time_window: 1", "sync_interval: -.inf"),
 			`bad.yaml:5: rule 1 "api": sync_interval must be -1 (strict) or a positive number of seconds, got -Inf`, "sync_interval"},
 		{"allocation", rule("name: api", "count: 1", "time_window: 1", "sync_interval: 0.5", "allocation: greedy"),
-			`bad.yaml:6: rule 1 "api": allocation must be adaptive, classic or owner, got "greedy"`, "allocation"},
+			`bad.yaml:6: rule 1 "api": allocation must be owner, adaptive or classic, got "greedy"`, "allocation"},
 		{"fail_mode", rule("name: api", "count: 1", "time_window: 1", "sync_interval: -1", "fail_mode: sideways"),
 			`bad.yaml:6: rule 1 "api": fail_mode must be open, closed or local, got "sideways"`, "fail_mode"},
 		{"duplicate names", goodRules + "  - {name: other, count: 1, time_window: 1, sync_interval: -1}\n  - {name: api, count: 1, time_window: 1, sync_interval: -1}\n",

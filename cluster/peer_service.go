@@ -74,6 +74,7 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 			return status.Error(codes.InvalidArgument, "a node cannot sync with itself")
 		}
 		n.noteSkew(d.From.Node, msg.GetSentAt())
+		n.borrows.heardFrom(d.From)
 		res, err := n.replica.Receive(n.now(), d)
 		n.changed.Store(true)
 		n.noteOutside(d)
@@ -100,8 +101,12 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 // Pull streams the node's full state in chunks.
 func (s *peerService) Pull(req *sluicev1.PullRequest, stream sluicev1.Peer_PullServer) error {
 	n := s.node
-	snap := n.replica.Snapshot(n.now())
-	for _, chunk := range splitDelta(snap, pullChunk) {
+	now := n.now()
+	snap := n.replica.Snapshot(now)
+	// The views come last: the snapshot's counts are attributed, the views
+	// only a floor under them.
+	chunks := append(splitDelta(snap, pullChunk), splitDelta(n.replica.Views(now), pullChunk)...)
+	for _, chunk := range chunks {
 		if err := stream.Send(encodeDelta(chunk)); err != nil {
 			return err
 		}
@@ -114,7 +119,7 @@ func (s *peerService) Pull(req *sluicev1.PullRequest, stream sluicev1.Peer_PullS
 // one carrying the full incarnation list so it stands alone.
 func splitDelta(d *counter.Delta, max int) []*counter.Delta {
 	var out []*counter.Delta
-	cur := &counter.Delta{From: d.From, Seq: d.Seq, Incarnations: d.Incarnations, Live: d.Live, Full: d.Full}
+	cur := &counter.Delta{From: d.From, Seq: d.Seq, Kind: d.Kind, Incarnations: d.Incarnations, Live: d.Live, Full: d.Full}
 	size := 0
 	for _, rd := range d.Rules {
 		for start := 0; start < len(rd.Entries); {
@@ -125,7 +130,7 @@ func splitDelta(d *counter.Delta, max int) []*counter.Delta {
 			start = end
 			if size == max {
 				out = append(out, cur)
-				cur = &counter.Delta{From: d.From, Seq: d.Seq, Incarnations: d.Incarnations, Live: d.Live, Full: d.Full}
+				cur = &counter.Delta{From: d.From, Seq: d.Seq, Kind: d.Kind, Incarnations: d.Incarnations, Live: d.Live, Full: d.Full}
 				size = 0
 			}
 		}

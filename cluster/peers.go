@@ -84,6 +84,7 @@ func (ps *peerSet) update(live []peerInfo) {
 			ps.n.log.Info("peer gone", "peer", inc.Node, "boot", inc.Boot)
 			if _, back := want[inc]; !back {
 				ps.n.skew.forget(inc.Node)
+				ps.n.borrows.heardFrom(inc)
 			}
 		}
 	}

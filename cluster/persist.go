@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/counter"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -12,8 +13,12 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// countsKey is where a node's counts are kept in its store.
-var countsKey = []byte("counters/snapshot")
+// countsKey is where a node's counts are kept in its store, and viewsKey
+// what it believed the fleet admitted (owner allocation).
+var (
+	countsKey = []byte("counters/snapshot")
+	viewsKey  = []byte("counters/views")
+)
 
 // defaultPersistInterval bounds what a crash loses: the admissions of at
 // most this long.
@@ -54,6 +59,12 @@ func (n *Node) persist() error {
 	if err := n.store.Set(countsKey, b); err != nil {
 		return fmt.Errorf("sluice: save counts: %w", err)
 	}
+	if b, err = proto.Marshal(encodeDelta(n.replica.Views(at))); err != nil {
+		return fmt.Errorf("sluice: save views: %w", err)
+	}
+	if err := n.store.Set(viewsKey, b); err != nil {
+		return fmt.Errorf("sluice: save views: %w", err)
+	}
 	n.metrics.LastSaveAt.Store(at)
 	return nil
 }
@@ -85,5 +96,36 @@ func (n *Node) restore() error {
 		return nil
 	}
 	n.log.Info("restored saved counts", "entries", res.Merged)
+	n.restoreViews()
 	return nil
+}
+
+// restoreViews takes what the previous run believed the fleet admitted as
+// a floor under this run's view, so that a node restarted before its peers
+// does not count from its own earlier counts alone. Views are a help, not
+// counts: a missing or unreadable record is only logged.
+func (n *Node) restoreViews() {
+	b, err := n.store.Get(viewsKey)
+	if err != nil || len(b) == 0 {
+		if err != nil && !errors.Is(err, store.ErrKeyNotFound) {
+			n.log.Warn("saved views are unreadable; starting without them", "err", err)
+		}
+		return
+	}
+	var msg sluicev1.Delta
+	if err := proto.Unmarshal(b, &msg); err != nil {
+		n.log.Warn("saved views are unreadable; starting without them", "err", err)
+		return
+	}
+	d, err := decodeDelta(&msg)
+	if err == nil && d.Kind != counter.KindView {
+		err = fmt.Errorf("kind %d, want views", d.Kind)
+	}
+	if err != nil {
+		n.log.Warn("saved views are malformed; starting without them", "err", err)
+		return
+	}
+	if _, err := n.replica.Receive(n.now(), d); err != nil {
+		n.log.Warn("saved views do not merge; starting without them", "err", err)
+	}
 }

@@ -16,18 +16,31 @@ import (
 // it: a member that answers as another boot than gossip says has restarted,
 // and the pinger joins it again, which tells it of the fleet at once.
 
-// AckPayload is memberlist's hook for what an ack carries: this node's boot.
+// An ack also carries its sender's clock, so that every node hears every
+// peer's clock through gossip's probes, whether or not they exchange
+// counts: under owner allocation a node sends deltas only to the owners of
+// the keys it serves.
+
+// AckPayload is memberlist's hook for what an ack carries: this node's boot
+// and its clock (Unix nanoseconds, uncorrected).
 func (m *membership) AckPayload() []byte {
-	return binary.LittleEndian.AppendUint64(nil, m.n.self.Boot)
+	b := binary.LittleEndian.AppendUint64(nil, m.n.self.Boot)
+	return binary.LittleEndian.AppendUint64(b, uint64(m.n.ownNow()))
 }
 
 // NotifyPingComplete is memberlist's hook for a direct ping's ack: a member
-// whose ack names another boot than its gossiped metadata is rejoined.
+// whose ack names another boot than its gossiped metadata is rejoined, and
+// the clock it carries is a sample of the member's clock offset.
 func (m *membership) NotifyPingComplete(other *memberlist.Node, _ time.Duration, payload []byte) {
-	if len(payload) != 8 || other == nil {
+	if len(payload) != 8 && len(payload) != 16 || other == nil {
 		return
 	}
-	boot := binary.LittleEndian.Uint64(payload)
+	if len(payload) == 16 {
+		if sentAt := int64(binary.LittleEndian.Uint64(payload[8:])); sentAt > 0 {
+			m.n.noteSkew(other.Name, sentAt)
+		}
+	}
+	boot := binary.LittleEndian.Uint64(payload[:8])
 	meta, err := decodeMeta(other.Meta)
 	if err != nil || meta.boot == boot {
 		return

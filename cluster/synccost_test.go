@@ -10,7 +10,9 @@ import (
 )
 
 // With 10,000 keys changing every interval, a delta costs at most 32 bytes
-// per changed key per peer: one entry each, window as a one-byte offset.
+// per entry: window as a one-byte offset. Under owner allocation each
+// changed key is one entry, to its owner, or to its standby from the node
+// that owns it.
 func TestSyncBytesPerChangedKey(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster")
@@ -41,12 +43,14 @@ func TestSyncBytesPerChangedKey(t *testing.T) {
 		waitFor(t, patience, "a sync round", func() bool { return n.metrics.DeltasSent.Load() >= sent+2 })
 	}
 	bytes, entries := n.metrics.BytesSent.Load()-bytes0, n.metrics.EntriesSent.Load()-entries0
-	if entries < int64(5*len(keys)) {
-		t.Fatalf("sent %d entries for 5 rounds of %d changed keys to 2 peers", entries, len(keys))
+	// A round may fall in the middle of a pass over the keys: the five
+	// passes reach the peers in at least four rounds' worth of entries.
+	if entries < int64(4*len(keys)) {
+		t.Fatalf("sent %d entries for 5 rounds of %d changed keys", entries, len(keys))
 	}
-	perKey := float64(bytes) / float64(entries)
-	t.Logf("%d bytes for %d entries: %.1f bytes per changed key per peer per interval", bytes, entries, perKey)
-	if perKey > 32 {
-		t.Errorf("%.1f bytes per changed key per peer, want ≤ 32", perKey)
+	perEntry := float64(bytes) / float64(entries)
+	t.Logf("%d bytes for %d entries: %.1f bytes per entry", bytes, entries, perEntry)
+	if perEntry > 32 {
+		t.Errorf("%.1f bytes per entry, want ≤ 32", perEntry)
 	}
 }

@@ -82,7 +82,7 @@ func decodeDelta(m *sluicev1.Delta) (*counter.Delta, error) {
 	if len(m.GetIncarnations()) > maxIncarnationsPerDelta {
 		return nil, fmt.Errorf("%w from %q: %d incarnations", errBadDelta, from.Node, len(m.GetIncarnations()))
 	}
-	if m.GetKind() < sluicev1.Kind_KIND_SYNC || m.GetKind() > sluicev1.Kind_KIND_ANSWER {
+	if m.GetKind() < sluicev1.Kind_KIND_SYNC || m.GetKind() > sluicev1.Kind_KIND_VIEW {
 		return nil, fmt.Errorf("%w from %q: kind %d is unknown", errBadDelta, from.Node, m.GetKind())
 	}
 	d := &counter.Delta{From: from, Seq: m.GetSeq(), Ack: m.GetAck(), Live: int(min(m.GetLive(), math.MaxInt32)), Full: m.GetFull(),

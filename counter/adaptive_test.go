@@ -14,6 +14,7 @@ import (
 func TestFreshFixedWindowOpenings(t *testing.T) {
 	const count = 100
 	ru := rule(count, time.Second, window.Fixed)
+	ru.Allocation = window.Adaptive
 	ru.SyncInterval = 200 * time.Millisecond
 	names := []string{"a", "b", "c", "d"}
 	rs := make([]*Replica, len(names))
@@ -107,6 +108,7 @@ func TestFreshFixedWindowOpenings(t *testing.T) {
 func TestSlidingReleaseOfAdmissionsAfterSync(t *testing.T) {
 	const after = 40 // admitted in window 0 after the sync
 	ru := rule(1000, time.Second, window.Sliding)
+	ru.Allocation = window.Adaptive
 	ru.SyncInterval = 500 * time.Millisecond
 	// more returns how many more hits a admits at mid-window 1, having
 	// admitted n hits in window 0 after its sync there.
@@ -174,6 +176,7 @@ func releaseShare(t *testing.T, r *Replica, key string) float64 {
 // to one even when a node's need moves by less than it announces.
 func TestReleaseSharesAddUpToOne(t *testing.T) {
 	ru := rule(1000, time.Second, window.Sliding)
+	ru.Allocation = window.Adaptive
 	ru.SyncInterval = 100 * time.Millisecond
 	a, b := newTestReplica(t, "a", ru), newTestReplica(t, "b", ru)
 	a.SetPeers([]Incarnation{b.Self()})
@@ -222,6 +225,7 @@ func TestReleaseSharesAddUpToOne(t *testing.T) {
 func TestCrossedClaimsShareThePool(t *testing.T) {
 	const count = 1000
 	ru := rule(count, 10*time.Second, window.Fixed)
+	ru.Allocation = window.Adaptive
 	ru.SyncInterval = time.Second
 	a, b := newTestReplica(t, "a", ru), newTestReplica(t, "b", ru)
 	a.SetPeers([]Incarnation{b.Self()})

@@ -50,8 +50,19 @@ const (
 	// it are counts the sender holds for them and passes on.
 	KindReport
 	// KindAnswer is an owner's answer to a report: the fleet's counts and
-	// the grant of each key reported.
+	// the grant of each key reported. An owner also sends one, unasked, to
+	// a node that has not heard the counts of a key that has gone quiet.
 	KindAnswer
+	// KindStandby carries, from a key's owner to its standby, the counts
+	// only the owner knows: its own, and those of incarnations no longer
+	// live. The standby owns the key if the owner leaves, and starts from
+	// them.
+	KindStandby
+	// KindView carries what the sender believes the whole fleet admitted
+	// of each key of its owner-allocated rules (Admitted and Prev), not
+	// attributed to anyone: a node that pulls state, or starts again from
+	// what it saved, takes it as a floor under what the others admitted.
+	KindView
 )
 
 // RuleDelta is the part of a Delta for one rule.

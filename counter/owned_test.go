@@ -72,8 +72,11 @@ func (f *ownedFleet) allow(i int, now int64, key string, hits int64) window.Deci
 	if ask == nil {
 		return d
 	}
-	answered := f.deliver(now, []Outbound{*ask})
-	if d, err = rp.Settle(now, "api", key, hits, answered); err != nil {
+	outcome := Answered
+	if !f.deliver(now, []Outbound{*ask}) {
+		outcome = Lost
+	}
+	if d, err = rp.Settle(now, "api", key, hits, outcome); err != nil {
 		f.t.Fatal(err)
 	}
 	return d
@@ -139,30 +142,54 @@ func TestOwnedSmallCountIsExact(t *testing.T) {
 	}
 }
 
+// leaseOf returns a copy of what node r holds for key under owner
+// allocation.
+func leaseOf(r *Replica, key string) owned {
+	t := r.Table("api")
+	sh := t.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s := sh.lookup(key, 0, false); s != nil && s.o != nil {
+		return *s.o
+	}
+	return owned{}
+}
+
 // TestOwnedOwnerUnreachable checks that a node whose owner does not answer
-// decides from its own view, never beyond what it believes the fleet has
-// left.
+// decides from its own view, within its grant and its share of what the
+// fleet had left when it last heard, so that the nodes that lost the owner
+// together admit no more than that.
 func TestOwnedOwnerUnreachable(t *testing.T) {
-	f := newOwnedFleet(t, 3, ownedRule(6, time.Minute, window.Fixed))
+	f := newOwnedFleet(t, 3, ownedRule(60, time.Minute, window.Fixed))
 	own := f.ownerIndex("bob")
 	other := (own + 1) % 3
-	for i := range 4 {
-		if d := f.allow(own, t0+int64(i)*sec, "bob", 1); !d.Allowed {
+	for i := range 30 {
+		if d := f.allow(own, t0+int64(i)*sec/10, "bob", 1); !d.Allowed {
 			t.Fatalf("check %d on the owner: %+v", i+1, d)
 		}
 	}
-	if d := f.allow(other, t0+5*sec, "bob", 1); !d.Allowed || d.Remaining != 1 {
-		t.Fatalf("a check on node %d with 4 of 6 spent: %+v, want admitted with 1 remaining", other, d)
+	for i := range 6 {
+		if d := f.allow(other, t0+5*sec+int64(i), "bob", 1); !d.Allowed {
+			t.Fatalf("check %d on node %d with 30 of 60 spent: %+v", i+1, other, d)
+		}
 	}
+	l := leaseOf(f.nodes[other], "bob")
+	if l.others[1] != 30 {
+		t.Fatalf("node %d heard the others admitted %d, want 30", other, l.others[1])
+	}
+	grant := l.grant.base
 	f.down[f.nodes[own].Self().Node] = true
-	admitted := 0
-	for i := range 5 {
+	admitted := int64(0)
+	for i := range 30 {
 		if d := f.allow(other, t0+int64(6+i)*sec, "bob", 1); d.Allowed {
 			admitted++
 		}
 	}
-	if admitted != 1 {
-		t.Fatalf("with the owner unreachable node %d admitted %d, want the 1 its view has left", other, admitted)
+	// Its share is a third of what was left when it last heard.
+	left := 60 - 30 - l.heardAt
+	if most := grant - 6 + left/3; admitted < 1 || admitted > most {
+		t.Fatalf("with the owner unreachable node %d admitted %d, want 1 … %d (its grant's %d left and a third of the %d left)",
+			other, admitted, most, grant-6, left)
 	}
 }
 

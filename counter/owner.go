@@ -17,15 +17,31 @@ type fleet struct {
 // rendezvous hashing: the member whose name scores highest with the key.
 // Adding or removing a member moves only the keys it wins or held.
 func (f *fleet) ownerOf(key string) uint32 {
+	owner, _ := f.rank(key)
+	return owner
+}
+
+// rank returns key's owner and its standby, the member that scores second
+// highest: the one that owns the key if the owner leaves, and so the one
+// that keeps a copy of what only the owner knows. With one member both are
+// that member.
+func (f *fleet) rank(key string) (owner, standby uint32) {
 	kh := hashString(key)
-	best, bestScore := f.ids[0], uint64(0)
+	owner, standby = f.ids[0], f.ids[0]
+	var best, second uint64
 	for i, nh := range f.names {
 		score := mix64(kh ^ nh)
-		if i == 0 || score > bestScore {
-			best, bestScore = f.ids[i], score
+		switch {
+		case i == 0:
+			best = score
+		case score > best:
+			standby, second = owner, best
+			owner, best = f.ids[i], score
+		case i == 1 || score > second:
+			standby, second = f.ids[i], score
 		}
 	}
-	return best
+	return owner, standby
 }
 
 // hashString is FNV-1a, the same on every node and every run.

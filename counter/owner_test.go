@@ -47,3 +47,35 @@ func TestOwnerSpread(t *testing.T) {
 		})
 	}
 }
+
+// TestStandbyTakesOver checks that a key's standby is the member that owns
+// it once its owner leaves, and never the owner itself.
+func TestStandbyTakesOver(t *testing.T) {
+	for _, n := range []int{2, 3, 16, 64} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			names := make([]string, n)
+			for i := range names {
+				names[i] = fmt.Sprintf("node-%d", i)
+			}
+			all := testFleet(names...)
+			for k := range 2_000 {
+				key := fmt.Sprintf("user:%d", k)
+				owner, standby := all.rank(key)
+				if owner == standby {
+					t.Fatalf("%s: member %d is both owner and standby", key, owner)
+				}
+				// The fleet without the owner, under the same ids.
+				var rest fleet
+				for i, id := range all.ids {
+					if id != owner {
+						rest.ids = append(rest.ids, id)
+						rest.names = append(rest.names, all.names[i])
+					}
+				}
+				if next := rest.ownerOf(key); next != standby {
+					t.Fatalf("%s: standby %d, but member %d owns it once %d leaves", key, standby, next, owner)
+				}
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package counter
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,56 @@ type Replica struct {
 	live  int32   // nodes live, this one included
 	alive *[]bool // live incarnations by registry id
 	fleet *fleet  // the live nodes keys of owner-allocated rules have owners among
+	// fleetGen numbers every fleet a table is given, so that a key's
+	// cached owner is worked out again whenever its table's fleet changes.
+	fleetGen uint32
+	// outsiders are, per owner-allocated rule, the peers that sync the
+	// rule with everyone instead (it is strict or under another policy
+	// there, as during a rolling reload): they own none of its keys, and
+	// are sent this node's counts of it as a full-mesh peer would.
+	outsiders map[string]map[uint32]bool
+}
+
+// tableFleet returns the fleet keys of t have owners among: the live
+// members less t's outsiders; the caller holds r.mu.
+func (r *Replica) tableFleet(t *Table) *fleet {
+	r.fleetGen++
+	out := r.outsiders[t.rule.Name]
+	f := &fleet{gen: r.fleetGen}
+	for i, id := range r.fleet.ids {
+		if !out[id] {
+			f.ids = append(f.ids, id)
+			f.names = append(f.names, r.fleet.names[i])
+		}
+	}
+	return f
+}
+
+// noteOutsider records, from the kind of a delta that carried rule from
+// peer id, whether the peer syncs the rule with everyone or with keys'
+// owners, and gives the rule's table a new fleet if that changed; the
+// caller holds r.mu.
+func (r *Replica) noteOutsider(t *Table, id uint32, d *Delta) {
+	if t.rule.Allocation != window.Owner || t.rule.IsStrict() || d.Full || d.Kind == KindView || id == r.selfID {
+		return
+	}
+	out := d.Kind == KindSync
+	set := r.outsiders[t.rule.Name]
+	if set[id] == out {
+		return
+	}
+	if set == nil {
+		set = map[uint32]bool{}
+		r.outsiders[t.rule.Name] = set
+	}
+	if out {
+		set[id] = true
+	} else {
+		delete(set, id)
+	}
+	if r.fleet != nil {
+		t.fleet.Store(r.tableFleet(t))
+	}
 }
 
 // peerState is what this node has sent to one peer: per rule, the epoch
@@ -61,7 +112,8 @@ type Outbound struct {
 
 // NewReplica returns a replica for cfg.
 func NewReplica(cfg Config) (*Replica, error) {
-	r := &Replica{self: cfg.Self, reg: newRegistry(), peers: make(map[Incarnation]*peerState), live: 1}
+	r := &Replica{self: cfg.Self, reg: newRegistry(), peers: make(map[Incarnation]*peerState), live: 1,
+		outsiders: map[string]map[uint32]bool{}}
 	r.selfID = r.reg.id(cfg.Self)
 	if err := validateRules(cfg.Rules); err != nil {
 		return nil, err
@@ -157,7 +209,20 @@ func (r *Replica) SetRules(rules []window.Rule, now int64) error {
 			t = newTable(rule, r.reg, r.selfID)
 			t.live.Store(r.live)
 			t.aliveBy.Store(r.alive)
-			t.fleet.Store(r.fleet)
+		}
+		if ot != nil && (ot.rule.Allocation != rule.Allocation || ot.rule.IsStrict() != rule.IsStrict()) {
+			// The rule now syncs another way: every peer gets all of this
+			// node's counts of it at the next round, which also tells
+			// peers that own its keys how this node syncs it.
+			for _, ps := range r.peers {
+				delete(ps.since, rule.Name)
+			}
+			if t.rule.Allocation == window.Owner {
+				t.remark()
+			}
+		}
+		if r.fleet != nil && t != ot {
+			t.fleet.Store(r.tableFleet(t))
 		}
 		if ot == nil || ot.syncEvery() != t.syncEvery() {
 			t.nextSync.Store(now + int64(t.syncEvery()))
@@ -219,10 +284,7 @@ func (r *Replica) SetPeers(peers []Incarnation) {
 		mark(r.reg.id(p))
 	}
 	r.live, r.alive = int32(len(next)+1), &alive
-	f := &fleet{gen: 1, ids: []uint32{r.selfID}, names: []uint64{hashString(r.self.Node)}}
-	if r.fleet != nil {
-		f.gen = r.fleet.gen + 1
-	}
+	f := &fleet{ids: []uint32{r.selfID}, names: []uint64{hashString(r.self.Node)}}
 	for p := range next {
 		f.ids = append(f.ids, r.reg.id(p))
 		f.names = append(f.names, hashString(p.Node))
@@ -231,7 +293,7 @@ func (r *Replica) SetPeers(peers []Incarnation) {
 	for _, t := range r.order {
 		t.live.Store(r.live)
 		t.aliveBy.Store(r.alive)
-		t.fleet.Store(f)
+		t.fleet.Store(r.tableFleet(t))
 	}
 }
 
@@ -242,6 +304,10 @@ func (r *Replica) ResendAll(peer Incarnation) {
 	defer r.mu.Unlock()
 	if ps, ok := r.peers[peer]; ok {
 		clear(ps.since)
+	}
+	id := r.reg.id(peer)
+	for _, t := range r.order {
+		t.resendTo(id)
 	}
 }
 
@@ -302,21 +368,35 @@ func (r *Replica) Tick(now int64) []Outbound {
 			continue
 		}
 		t.nextSync.Store(nextRound(t.nextSync.Load(), t.syncEvery(), now))
-		if t.owns() {
-			since := t.epoch.Add(1) - 1
-			reports = t.roundOwned(now, since, reports)
-			continue
-		}
 		name := t.rule.Name
-		minSince := ^uint64(0)
-		for _, p := range peers {
-			minSince = min(minSince, r.peers[p].since[name])
-		}
 		// Changes stamped with the old epoch that land after the pass are
 		// stamped with the new one once it is visible, so nothing is missed.
 		next := t.epoch.Add(1)
+		meshed := peers
+		if t.owns() {
+			reports = t.roundOwned(now, next-1, reports)
+			out := r.outsiders[name]
+			if len(out) == 0 {
+				continue
+			}
+			// Peers that sync the rule with everyone get this node's
+			// counts as from a full-mesh peer, beside the reports.
+			meshed = nil
+			for _, p := range peers {
+				if out[r.reg.id(p)] {
+					meshed = append(meshed, p)
+				}
+			}
+		}
+		minSince := ^uint64(0)
+		for _, p := range meshed {
+			minSince = min(minSince, r.peers[p].since[name])
+		}
 		collected := t.round(now, minSince, next-1, true)
 		for j, p := range peers {
+			if len(meshed) != len(peers) && !slices.Contains(meshed, p) {
+				continue
+			}
 			ps := r.peers[p]
 			entries := filterSince(collected, ps.since[name], minSince)
 			ps.since[name] = next
@@ -401,6 +481,9 @@ func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
 			}
 		}
 	}
+	if d.Kind == KindView {
+		return r.receiveViews(now, d), nil
+	}
 	// A rule whose last round the sender had not heard of when it built
 	// this delta: its claims and this node's were made without each other.
 	// Of two nodes whose claims crossed, the one that sorts later yields.
@@ -420,6 +503,13 @@ func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
 	r.mu.Unlock()
 	tables := *r.tables.Load()
 	var answers []routed
+	r.mu.Lock()
+	for _, rd := range d.Rules {
+		if t := tables[rd.Rule]; t != nil {
+			r.noteOutsider(t, fromID, d)
+		}
+	}
+	r.mu.Unlock()
 	for _, rd := range d.Rules {
 		t := tables[rd.Rule]
 		if t == nil {
@@ -441,16 +531,20 @@ func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
 			case owns && d.Kind == KindReport && id == fromID:
 				var a Entry
 				if a, ok = t.report(id, e, now, d.Seq); ok {
-					answers = append(answers, routed{to: fromID, inc: r.selfID, rule: rd.Rule, e: a})
+					answers = append(answers, routed{to: fromID, inc: r.selfID, kind: KindAnswer, rule: rd.Rule, e: a})
 				}
 			case owns:
-				ok = t.mergeForeign(id, e, now, d.Kind == KindReport)
+				// Counts of other incarnations: passed on in a report or
+				// sent to this node as a key's standby, kept here; from a
+				// snapshot or a peer syncing with everyone, passed on to
+				// the key's owner.
+				ok = t.mergeForeign(id, e, now, d.Kind == KindReport || d.Kind == KindStandby)
 			case d.Kind == KindAnswer:
 				// Answers mean nothing to a rule this node shares with
 				// everyone.
-			case d.Kind == KindReport:
+			case d.Kind == KindReport || d.Kind == KindStandby:
 				// A peer still treating the rule as owner-allocated: its
-				// report holds its counts.
+				// report or copy holds counts.
 				ok = t.merge(id, e, now, false, d.Seq, false)
 				if e.Prev > 0 {
 					prev := Entry{Key: e.Key, Window: e.Window - 1, Admitted: e.Prev}
@@ -470,7 +564,6 @@ func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
 		r.mu.Lock()
 		reply := r.reportDelta(answers)
 		r.mu.Unlock()
-		reply.Kind = KindAnswer
 		res.Reply = &Outbound{To: d.From, Delta: reply}
 	}
 	return res, nil

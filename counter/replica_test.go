@@ -108,9 +108,12 @@ func TestAloneIsExact(t *testing.T) {
 	}
 }
 
+// TestSyncBetweenTwoReplicas checks full-mesh sync (adaptive allocation):
+// each node sends its peer what changed, and nothing once nothing does.
 func TestSyncBetweenTwoReplicas(t *testing.T) {
 	ru := rule(100, 10*time.Second, window.Fixed)
 	ru.SyncInterval = 200 * time.Millisecond
+	ru.Allocation = window.Adaptive
 	a := newTestReplica(t, "a", ru)
 	b := newTestReplica(t, "b", ru)
 	a.SetPeers([]Incarnation{b.Self()})

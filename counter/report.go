@@ -11,125 +11,330 @@ func (t *Table) owns() bool {
 }
 
 // lease returns the key's owner-allocation state, working out its owner
-// again if the fleet changed; the shard is locked.
+// and standby again if the fleet changed; the shard is locked.
 func (t *Table) lease(s *slot) *owned {
 	if s.o == nil {
 		s.o = &owned{}
 	}
 	o := s.o
 	f := t.fleet.Load()
-	if o.gen != f.gen {
-		owner := f.ownerOf(s.key)
-		if o.gen != 0 && owner != o.owner {
+	if o.gen == f.gen {
+		return o
+	}
+	if o.gen == 0 && s.own != [2]int64{} {
+		// Counts made before the key had an owner (alone, or under
+		// another policy): the owner hears them at the next round.
+		o.moved = true
+	}
+	owner, standby := f.rank(s.key)
+	if o.gen != 0 {
+		if owner != o.owner {
 			o.moved = true
+			if o.book != nil {
+				// What this node held as the key's owner or standby goes
+				// to the new owner at the next round: a restarted owner
+				// is a new owner that has forgotten its book.
+				o.handover = true
+			}
 		}
-		o.owner, o.gen = owner, f.gen
-		if owner == t.self && o.book == nil {
+		if standby != o.standby {
+			o.standbyStale = true
+		}
+	}
+	o.owner, o.standby, o.gen = owner, standby, f.gen
+	if owner == t.self {
+		o.handover = false
+		if o.book == nil {
 			o.book = &book{}
 		}
 	}
 	return o
 }
 
-// routed is an entry due to a key's owner: the owner's registry id, and the
-// incarnation (registry id) the counts are of.
+// routed is an entry due to another node: its registry id, the
+// incarnation (registry id) the counts are of, and the kind of delta that
+// carries it.
 type routed struct {
 	to, inc uint32
+	kind    Kind
 	rule    string
 	e       Entry
 }
 
 // roundOwned is one pass over an owner-allocated table at this node's sync
-// round: it expires old keys, hands books of keys this node no longer owns
-// to their owners, and collects a report of every key that was asked for
-// in the last two intervals, changed at or after epoch since, moved, or
-// holds a grant it may give back.
+// round: it expires old keys and collects what is due to other nodes. A
+// key's owner sends its standby the counts only it knows, and tells the
+// nodes that have not heard the counts of a key that has gone quiet. Every
+// other node reports a key to its owner when it changed at or after epoch
+// since, was asked for in the last interval, moved, or holds a grant it may
+// give back, or left one unspent when its window closed; a node that owned
+// the key before hands its book over.
 func (t *Table) roundOwned(now int64, since uint64, out []routed) []routed {
+	alive := t.alive()
 	t.eachKept(window.Index(now, t.rule.Window), func(s *slot) {
 		o := t.lease(s)
-		o.need, o.demand = o.demand, 0
+		o.rotate()
+		if x := s.x; x != nil {
+			// Counts peers sent everyone before the rule had owners: they
+			// belong in the key's book.
+			for _, pe := range x.peers {
+				e := Entry{Key: s.key, Window: s.idx, Admitted: pe.adm[1], Prev: pe.adm[0]}
+				out = t.foreign(s, pe.inc, &e, out)
+			}
+			s.x = nil
+		}
 		if o.owner == t.self {
+			out = t.spread(s, since, alive, out)
+			out = t.tellSettled(s, alive, out)
 			return
 		}
-		if b := o.book; b != nil {
+		if o.handover {
 			// Ownership moved away: the new owner gets every count this
 			// node held for others.
-			for _, a := range b.accts {
-				for p := range 2 {
-					if a.adm[p] > 0 {
-						out = append(out, routed{to: o.owner, inc: a.inc, rule: t.rule.Name,
-							e: Entry{Key: s.key, Window: s.idx - 1 + int64(p), Admitted: a.adm[p]}})
-					}
-				}
+			for _, a := range o.book.accts {
+				out = append(out, routed{to: o.owner, inc: a.inc, kind: KindReport, rule: t.rule.Name,
+					e: Entry{Key: s.key, Window: s.idx, Admitted: a.adm[1], Prev: a.adm[0]}})
 			}
-			o.book = nil
-			o.moved = true
+			if o.standby != t.self {
+				o.book = nil
+			}
+			o.handover = false
 		}
-		if o.moved || o.unacked || o.need > 0 || o.grant.base > s.own[1] || o.grant.rate > 0 || s.ver[1] >= since || s.ver[0] >= since {
-			out = append(out, routed{to: o.owner, inc: t.self, rule: t.rule.Name, e: o.reportEntry(s, 0)})
-			o.moved, o.unacked = false, false
+		if o.moved || o.unacked || o.stranded || o.last > 0 || o.grant.base > s.own[1] || o.grant.rate > 0 || s.ver[1] >= since || s.ver[0] >= since {
+			out = append(out, routed{to: o.owner, inc: t.self, kind: KindReport, rule: t.rule.Name, e: o.reportEntry(s, 0)})
+			o.moved, o.unacked, o.stranded = false, false, false
 		}
 	})
 	t.fwdMu.Lock()
-	for _, f := range t.fwd {
-		out = append(out, f)
-	}
+	out = append(out, t.fwd...)
 	t.fwd = t.fwd[:0]
 	t.fwdMu.Unlock()
 	return out
 }
 
+// spread sends the key's standby, from its owner, what no other node would
+// tell it: the owner's own counts, when they changed at or after epoch
+// since, and the counts of incarnations no longer live that the standby
+// has not had.
+func (t *Table) spread(s *slot, since uint64, alive func(uint32) bool, out []routed) []routed {
+	o := s.o
+	all := o.standbyStale
+	if all || s.ver[1] >= since || s.ver[0] >= since {
+		out = append(out, routed{to: o.standby, inc: t.self, kind: KindStandby, rule: t.rule.Name,
+			e: Entry{Key: s.key, Window: s.idx, Admitted: s.own[1], Prev: s.own[0]}})
+	}
+	for i := range o.book.accts {
+		a := &o.book.accts[i]
+		if (all || !a.spread) && !alive(a.inc) && a.adm != [2]int64{} {
+			out = append(out, routed{to: o.standby, inc: a.inc, kind: KindStandby, rule: t.rule.Name,
+				e: Entry{Key: s.key, Window: s.idx, Admitted: a.adm[1], Prev: a.adm[0]}})
+			a.spread = true
+		}
+	}
+	o.standbyStale = false
+	return out
+}
+
+// tellSettled sends, from the key's owner, the fleet's counts to every live
+// contributor that has not heard them, once the key has gone a whole round
+// without changing: a key that keeps changing is told in the answers to its
+// reports, and one that went quiet is told once, so that every node's view
+// settles without a message per change to each.
+func (t *Table) tellSettled(s *slot, alive func(uint32) bool, out []routed) []routed {
+	b := s.o.book
+	adm := b.admitted(s)
+	sum := uint32(adm.Curr)
+	if sum == b.roundSum && sum != b.toldSum {
+		for i := range b.accts {
+			a := &b.accts[i]
+			if a.told == sum || a.answered == 0 || !alive(a.inc) {
+				continue
+			}
+			a.told = sum
+			out = append(out, routed{to: a.inc, inc: t.self, kind: KindAnswer, rule: t.rule.Name,
+				e: Entry{Key: s.key, Window: s.idx, Admitted: adm.Curr - a.adm[1], Prev: adm.Prev - a.adm[0],
+					Grant: a.cur.base, Rate: a.cur.rate, RateFrom: a.cur.from, Next: a.next, Told: a.answered}})
+		}
+		b.toldSum = sum
+	}
+	b.roundSum = sum
+	return out
+}
+
+// resendTo makes the next round send node id everything it is due for
+// this table's keys, as after a broken connection that may have lost
+// reports, answers or copies.
+func (t *Table) resendTo(id uint32) {
+	if t.rule.Allocation != window.Owner {
+		return
+	}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for j := range sh.slots {
+			o := sh.slots[j].o
+			if o == nil {
+				continue
+			}
+			if o.owner == id {
+				o.moved = true
+			}
+			if o.standby == id {
+				o.standbyStale = true
+			}
+			if o.book != nil {
+				for k := range o.book.accts {
+					if o.book.accts[k].inc == id {
+						o.book.accts[k].told = ^o.book.toldSum
+					}
+				}
+				o.book.toldSum = ^o.book.roundSum
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
 // mergeForeign folds counts of incarnation inc that arrived outside a
-// report (a snapshot, or a peer syncing with everyone): into the book if
-// this node owns the key, else passed on to its owner at the next round.
+// report (a snapshot, a peer syncing with everyone, a copy for a standby,
+// or counts passed on in a report): into the key's book if this node owns
+// the key or booked says to keep them here, else passed on to its owner at
+// the next round.
 func (t *Table) mergeForeign(inc uint32, e *Entry, now int64, booked bool) bool {
-	if inc == t.self || e.Admitted < 0 || e.Admitted > maxEntry {
+	if inc == t.self || e.Admitted < 0 || e.Admitted > maxEntry || e.Prev < 0 || e.Prev > maxEntry {
 		return false
 	}
-	sh, s, p := t.slotFor(e.Key, e.Window, now)
+	sh, s, _ := t.ownedSlot(e.Key, e.Window, now)
 	if s == nil {
 		return false
 	}
 	defer sh.mu.Unlock()
-	o := t.lease(s)
-	if o.owner != t.self && !booked {
+	if o := t.lease(s); o.owner != t.self && !booked {
 		t.fwdMu.Lock()
-		t.fwd = append(t.fwd, routed{to: o.owner, inc: inc, rule: t.rule.Name, e: Entry{Key: s.key, Window: e.Window, Admitted: e.Admitted}})
+		t.fwd = t.foreign(s, inc, e, t.fwd)
 		t.fwdMu.Unlock()
 		return true
 	}
+	t.book(s, inc, e)
+	return true
+}
+
+// foreign passes counts of incarnation inc for key s on to the key's
+// owner, appended to out, or books them if this node is the owner; the
+// shard is locked.
+func (t *Table) foreign(s *slot, inc uint32, e *Entry, out []routed) []routed {
+	if inc == t.self {
+		return out
+	}
+	if o := t.lease(s); o.owner != t.self {
+		return append(out, routed{to: o.owner, inc: inc, kind: KindReport, rule: t.rule.Name,
+			e: Entry{Key: s.key, Window: e.Window, Admitted: e.Admitted, Prev: e.Prev}})
+	}
+	t.book(s, inc, e)
+	return out
+}
+
+// book folds counts of incarnation inc into the key's book; the shard is
+// locked and the slot rolled to e's window or beyond.
+func (t *Table) book(s *slot, inc uint32, e *Entry) {
+	p := s.pos(e.Window)
+	if p < 0 {
+		return
+	}
+	o := s.o
 	if o.book == nil {
 		o.book = &book{}
 	}
 	a := o.book.account(inc)
-	a.adm[p] = max(a.adm[p], e.Admitted)
-	return true
+	if a.adm[p] < e.Admitted {
+		a.adm[p], a.spread = e.Admitted, false
+	}
+	if p == 1 && a.adm[0] < e.Prev {
+		a.adm[0], a.spread = e.Prev, false
+	}
+	if p == 1 && o.owner != t.self {
+		// A standby's copy of the owner's counts is news of the others.
+		o.heardAt = s.own[1]
+	}
 }
 
 // report folds a report entry from incarnation inc into the key's book and
-// returns the owner's answer. A node that does not own the key by its own
-// view answers all the same: the sender sees it as owner, and the book
-// passes to the owner at this node's next round.
+// returns the owner's answer, for the window the report was made in. A node
+// that does not own the key by its own view answers all the same: the
+// sender sees it as owner, and the book passes to the owner at this node's
+// next round. A sender whose clock is a window ahead or behind is answered
+// for its window without this node's slot leaving its own.
 func (t *Table) report(inc uint32, e *Entry, now int64, seq uint64) (Entry, bool) {
 	if inc == t.self || !validReport(e) {
 		return Entry{}, false
 	}
 	idx, elapsed := window.Position(now, t.rule.Window)
-	sh, s, _ := t.slotFor(e.Key, e.Window, now)
-	if s == nil {
+	if e.Window > idx+1 || e.Window < idx-1 {
 		return Entry{}, false
 	}
+	sh := t.shardOf(e.Key)
+	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	s := sh.lookup(e.Key, idx, true)
+	s.roll(idx, t.rule.Window)
 	if s.idx > idx {
-		// The sender's clock is a window ahead: fold its counts, but
-		// grant from no window this node has not reached.
+		// Rolled ahead before owners kept to their own clock (a mode
+		// switch): grant from no window this node has not reached.
 		elapsed = 0
 	}
 	o := t.lease(s)
 	if o.book == nil {
 		o.book = &book{}
 	}
-	return t.answer(s, inc, e, seq, t.clockOf(s, elapsed))
+	if o.owner != t.self {
+		o.handover = true
+	}
+	switch e.Window - s.idx {
+	case 0:
+		return t.answer(s, inc, e, seq, t.clockOf(s, elapsed))
+	case 1:
+		return t.answerAhead(s, inc, e, seq)
+	case -1:
+		return t.answerBehind(s, inc, e, seq)
+	}
+	return Entry{}, false
+}
+
+// answerAhead answers a report from a node whose clock has passed into the
+// window after this node's: its count in this window is final, so its
+// unspent grant here is free again; what it admitted in its window is held
+// as its grant there; and it gets no more there until this node's clock
+// gets there too.
+func (t *Table) answerAhead(s *slot, inc uint32, e *Entry, seq uint64) (Entry, bool) {
+	a := s.o.book.account(inc)
+	if a.adm[1] < e.Prev {
+		a.adm[1], a.spread = e.Prev, false
+	}
+	a.next = max(a.next, e.Admitted)
+	if seq < a.heard {
+		return Entry{}, false
+	}
+	a.heard, a.answered = seq, seq
+	a.cur, a.was, a.hasWas = line{base: a.adm[1]}, line{}, false
+	adm := s.o.book.admitted(s)
+	return Entry{Key: s.key, Window: e.Window, Prev: adm.Curr - a.adm[1], Grant: a.next, Told: seq}, true
+}
+
+// answerBehind answers a report from a node whose clock is still in the
+// window before this node's: it may spend there what its grant came to,
+// and no more, since the rest of the fleet has left that window.
+func (t *Table) answerBehind(s *slot, inc uint32, e *Entry, seq uint64) (Entry, bool) {
+	a := s.o.book.account(inc)
+	if a.adm[0] < e.Admitted {
+		a.adm[0], a.spread = e.Admitted, false
+	}
+	if seq < a.heard {
+		return Entry{}, false
+	}
+	a.heard, a.answered = seq, seq
+	adm := s.o.book.admitted(s)
+	return Entry{Key: s.key, Window: e.Window, Admitted: adm.Prev - a.adm[0],
+		Grant: max(a.prevCap, a.adm[0]), Next: a.cur.base, Told: seq}, true
 }
 
 func validReport(e *Entry) bool {
@@ -148,11 +353,119 @@ func (t *Table) applyAnswer(e *Entry, now int64) bool {
 			return false
 		}
 	}
-	sh, s, _ := t.slotFor(e.Key, e.Window, now)
+	sh, s, _ := t.ownedSlot(e.Key, e.Window, now)
 	if s == nil {
 		return false
 	}
 	defer sh.mu.Unlock()
 	t.lease(s).applyAnswer(s, e)
 	return true
+}
+
+// Views returns, as a KindView delta, for every key of an owner-allocated
+// rule, what this node believes the whole fleet admitted in its current and
+// previous windows at moment now: its own counts and what it heard of the
+// others'. Each node knows its own counts exactly but the others' only as
+// its keys' owners told it, so a snapshot alone would leave a node that
+// starts from it short of them: a node serves its views after its snapshot
+// to a peer that pulls state, and saves them beside its counts so that,
+// restarted, it does not count from only its own earlier counts while it
+// has not yet found its peers.
+func (r *Replica) Views(now int64) *Delta {
+	r.mu.Lock()
+	order := r.order
+	r.mu.Unlock()
+	d := &Delta{From: r.self, Full: true, Kind: KindView, Incarnations: []Incarnation{r.self}}
+	for _, t := range order {
+		if t.rule.Allocation != window.Owner || t.rule.IsStrict() {
+			continue
+		}
+		var entries []Entry
+		idx := window.Index(now, t.rule.Window)
+		for i := range t.shards {
+			sh := &t.shards[i]
+			sh.mu.Lock()
+			for j := range sh.slots {
+				s := &sh.slots[j]
+				if s.key == "" || s.o == nil {
+					continue
+				}
+				s.roll(idx, t.rule.Window)
+				if v := s.o.view(s); v != (window.Counts{}) {
+					entries = append(entries, Entry{Key: s.key, Window: s.idx, Admitted: v.Curr, Prev: v.Prev})
+				}
+			}
+			sh.mu.Unlock()
+		}
+		if len(entries) > 0 {
+			d.Rules = append(d.Rules, RuleDelta{Rule: t.rule.Name, Entries: entries})
+		}
+	}
+	return d
+}
+
+// receiveViews takes the views of a KindView delta (from Views, another
+// node's or an earlier run's of this one) as a floor under what this node
+// believes the others admitted: to this incarnation everything the fleet
+// admitted then, an earlier run's counts included, was admitted by others.
+// Entries for windows that have expired or for rules that are not
+// owner-allocated here are dropped.
+func (r *Replica) receiveViews(now int64, d *Delta) ReceiveResult {
+	var res ReceiveResult
+	tables := *r.tables.Load()
+	for _, rd := range d.Rules {
+		t := tables[rd.Rule]
+		if t == nil {
+			res.UnknownRules = append(res.UnknownRules, rd.Rule)
+			continue
+		}
+		if t.rule.Allocation != window.Owner || t.rule.IsStrict() {
+			res.Dropped += len(rd.Entries)
+			continue
+		}
+		for i := range rd.Entries {
+			if t.restoreView(&rd.Entries[i], now) {
+				res.Merged++
+			} else {
+				res.Dropped++
+			}
+		}
+	}
+	return res
+}
+
+func (t *Table) restoreView(e *Entry, now int64) bool {
+	if e.Key == "" || len(e.Key) > MaxKeyLen || !validReport(e) {
+		return false
+	}
+	sh, s, p := t.ownedSlot(e.Key, e.Window, now)
+	if s == nil {
+		return false
+	}
+	defer sh.mu.Unlock()
+	if s.o == nil {
+		s.o = &owned{}
+	}
+	o := s.o
+	o.others[p] = max(o.others[p], e.Admitted)
+	if p == 1 {
+		o.others[0] = max(o.others[0], e.Prev)
+	}
+	return true
+}
+
+// remark makes every key of the table report to its owner at the next
+// round, as when the rule has just become owner-allocated: owners have yet
+// to hear of counts made under the rule's earlier policy.
+func (t *Table) remark() {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for j := range sh.slots {
+			if o := sh.slots[j].o; o != nil {
+				o.moved = true
+			}
+		}
+		sh.mu.Unlock()
+	}
 }

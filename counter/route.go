@@ -7,18 +7,22 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-// reportsTo turns entries due to keys' owners into one report delta per
-// owner, appended to out; the caller holds r.mu.
+// reportsTo turns entries due to other nodes (reports to keys' owners,
+// copies to their standbys, settled counts to contributors) into one delta
+// per destination and kind, appended to out; the caller holds r.mu.
 func (r *Replica) reportsTo(rs []routed, out []Outbound) []Outbound {
 	sort.SliceStable(rs, func(i, j int) bool {
 		if rs[i].to != rs[j].to {
 			return rs[i].to < rs[j].to
 		}
+		if rs[i].kind != rs[j].kind {
+			return rs[i].kind < rs[j].kind
+		}
 		return rs[i].rule < rs[j].rule
 	})
 	for i := 0; i < len(rs); {
 		j := i
-		for j < len(rs) && rs[j].to == rs[i].to {
+		for j < len(rs) && rs[j].to == rs[i].to && rs[j].kind == rs[i].kind {
 			j++
 		}
 		if to := r.reg.inc(rs[i].to); rs[i].to != r.selfID {
@@ -29,11 +33,14 @@ func (r *Replica) reportsTo(rs []routed, out []Outbound) []Outbound {
 	return out
 }
 
-// reportDelta builds one report from entries due to the same owner, sorted
-// by rule; the caller holds r.mu.
+// reportDelta builds one delta from entries due to the same node, of the
+// same kind, sorted by rule; the caller holds r.mu.
 func (r *Replica) reportDelta(rs []routed) *Delta {
 	r.seq++
 	d := &Delta{From: r.self, Seq: r.seq, Kind: KindReport, Incarnations: []Incarnation{r.self}, Live: int(r.live)}
+	if len(rs) > 0 {
+		d.Kind = rs[0].kind
+	}
 	local := map[uint32]uint32{r.selfID: 0}
 	for _, x := range rs {
 		li, ok := local[x.inc]
@@ -84,17 +91,35 @@ func (r *Replica) Decide(now int64, rule, key string, hits int64) (d window.Deci
 	return d, &Outbound{To: r.reg.inc(q.to), Delta: r.reportDelta([]routed{q})}, nil
 }
 
-// Settle decides a check Decide left undecided: after the owner's answer
-// was merged (answered), within the grant it brought or refused; else, from
-// this node's view.
-func (r *Replica) Settle(now int64, rule, key string, hits int64, answered bool) (window.Decision, error) {
+// Outcome says what became of the question Decide asked a key's owner.
+type Outcome uint8
+
+const (
+	// Answered: the owner's answer was merged; the check is decided
+	// within the grant it brought, or refused.
+	Answered Outcome = iota
+	// Late: no answer came in time from an owner that is not known to be
+	// gone (a slow or lossy link): the check is refused, since the owner
+	// may hand the room this node sees to others meanwhile.
+	Late
+	// Lost: the owner has been silent for long: the check is decided from
+	// this node's view, within its share of what the fleet had left when
+	// it last heard, until membership moves the key to its standby.
+	Lost
+)
+
+// Settle decides a check Decide left undecided, as outcome says.
+func (r *Replica) Settle(now int64, rule, key string, hits int64, outcome Outcome) (window.Decision, error) {
 	t := (*r.tables.Load())[rule]
 	if t == nil {
 		return window.Decision{}, fmt.Errorf("%w %q", ErrUnknownRule, rule)
 	}
 	how := askLost
-	if answered {
+	switch outcome {
+	case Answered:
 		how = askAnswered
+	case Late:
+		how = askLate
 	}
 	d, _ := t.try(key, now, hits, how)
 	d.At = now
@@ -115,5 +140,5 @@ func (t *Table) question(key string, now, hits int64) (routed, bool) {
 	if o.owner == t.self {
 		return routed{}, false
 	}
-	return routed{to: o.owner, inc: t.self, rule: t.rule.Name, e: o.reportEntry(s, hits)}, true
+	return routed{to: o.owner, inc: t.self, kind: KindReport, rule: t.rule.Name, e: o.reportEntry(s, hits)}, true
 }

@@ -73,6 +73,11 @@ func (s *slot) roll(idx int64, w time.Duration) {
 		return
 	}
 	oldEnd := (s.idx + 1) * int64(w)
+	if s.o != nil && shift == 1 && s.o.grant.at(oldEnd, oldEnd, w) > s.own[1] {
+		// The owner counts the unspent grant as admitted in the window
+		// that closed, until this node says what it admitted there.
+		s.o.stranded = true
+	}
 	s.idx = idx
 	if shift == 1 {
 		s.own = [2]int64{s.own[1], 0}

@@ -86,11 +86,6 @@ func (old *Table) successor(rule window.Rule) *Table {
 			if x := sh.slots[j].x; x != nil {
 				x.alloc.reset(rule.Count, sh.slots[j].own)
 			}
-			if rule.Allocation != window.Owner {
-				// Grants and books mean nothing to another policy; the
-				// counts they stood for stay in own and with the peers.
-				sh.slots[j].o = nil
-			}
 		}
 		sh.mu.Unlock()
 	}
@@ -157,7 +152,11 @@ const (
 	// askAnswered decides after the owner answered: a check still beyond
 	// the grant is refused.
 	askAnswered
-	// askLost decides from the view after the question went unanswered.
+	// askLate refuses a check still beyond the grant after the question
+	// went unanswered in time.
+	askLate
+	// askLost decides from the view, within this node's share, after the
+	// owner has long been silent.
 	askLost
 )
 
@@ -189,7 +188,7 @@ func (t *Table) try(key string, now, hits int64, how asking) (d window.Decision,
 func (t *Table) decideByOwner(s *slot, elapsed time.Duration, hits int64, how asking) (d window.Decision, ask bool) {
 	o := t.lease(s)
 	if how == askNever || how == askOwner {
-		o.demand += hits
+		o.addDemand(hits)
 	}
 	c := t.clockOf(s, elapsed)
 	if o.owner == t.self {
@@ -202,8 +201,10 @@ func (t *Table) decideByOwner(s *slot, elapsed time.Duration, hits int64, how as
 				return d, true
 			case askAnswered:
 				d = t.refuseAnswered(s, c, hits)
+			case askLate:
+				d = t.refuseLate(s, c, hits)
 			default:
-				d = t.admitAsked(s, elapsed, hits)
+				d = t.admitAsked(s, c, hits)
 			}
 		}
 	}
@@ -233,6 +234,11 @@ func (t *Table) syncEvery() time.Duration {
 func (t *Table) decide(s *slot, now, idx int64, elapsed time.Duration, hits int64, live int32) window.Decision {
 	own, view := s.counts(idx)
 	p := s.pos(idx)
+	if s.o != nil && p == 1 {
+		// What an owner-allocated key learnt of the others still counts
+		// on a node left alone, or after the rule moved to another policy.
+		view = s.o.floor(s, view)
+	}
 	var d window.Decision
 	if live > 1 && s.x != nil && p >= 0 && !t.rule.IsStrict() {
 		d = t.policy.decide(t, s, own, view, moment{now: now, idx: idx, elapsed: elapsed}, hits)
@@ -278,14 +284,11 @@ func (t *Table) Counts(key string, now int64) (own, view window.Counts) {
 	}
 	s.roll(idx, t.rule.Window)
 	own, view = s.counts(idx)
-	if o := s.o; o != nil && t.owns() && s.pos(idx) == 1 {
-		if o.book != nil {
-			view = o.book.admitted(s)
-		} else {
-			view.Prev += o.others[0]
-			view.Curr += o.others[1]
+	if o := s.o; o != nil && s.pos(idx) == 1 {
+		view = o.floor(s, view)
+		if t.owns() {
+			return own, view
 		}
-		return own, view
 	}
 	if s.x != nil && t.live.Load() > 1 && s.pos(idx) == 1 {
 		pub := t.policy.published(s)
@@ -335,6 +338,17 @@ func (t *Table) merge(inc uint32, e *Entry, now int64, hasNews bool, seq uint64,
 		}
 	}
 	return true
+}
+
+// ownedSlot is slotFor for an owner-allocated key: such a slot never rolls
+// past this node's own window, whatever a peer's clock says, so that this
+// node never decides its current window without the counts it has there.
+// An entry for a later window gets a nil slot.
+func (t *Table) ownedSlot(key string, win, now int64) (*shard, *slot, int) {
+	if win > window.Index(now, t.rule.Window) {
+		return nil, nil, -1
+	}
+	return t.slotFor(key, win, now)
 }
 
 // slotFor locks key's shard and returns the key's slot, rolled to window

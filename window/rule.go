@@ -45,18 +45,21 @@ func ParseType(s string) (Type, error) {
 type Allocation uint8
 
 const (
-	// Adaptive is the default: each node spends a demand-weighted share of the
-	// global remaining budget and publishes what it has reserved.
-	Adaptive Allocation = iota
+	// Owner is the default: each key has an owner among the live nodes;
+	// nodes report their counts for the key to its owner alone and admit
+	// from what it grants them, borrowing when a grant is spent and the
+	// fleet may have room. Sync work and memory grow with the keys a node
+	// serves, not with the fleet, and small counts behave as one exact
+	// limiter.
+	Owner Allocation = iota
 	// Classic reproduces the common gateway behaviour: each node caches the
 	// global remaining count at every sync and spends it alone.
 	Classic
-	// Owner gives each key an owner among the live nodes: nodes report
-	// their counts for the key to its owner alone and admit from what it
-	// grants them, borrowing when a grant is spent and the fleet may have
-	// room. Sync work and memory grow with the keys a node serves, not with
-	// the fleet, and small counts behave as one exact limiter.
-	Owner
+	// Adaptive is full-mesh sync: every node sends its counts for every key
+	// to every peer, spends a demand-weighted share of the global remaining
+	// budget and publishes what it has reserved. Its cost per key grows
+	// with the fleet; it suits a few nodes.
+	Adaptive
 )
 
 // String returns the rule-file spelling of a.
@@ -75,14 +78,14 @@ func (a Allocation) String() string {
 // ParseAllocation reads the rule-file spelling of an allocation policy.
 func ParseAllocation(s string) (Allocation, error) {
 	switch s {
-	case "adaptive", "":
+	case "owner", "":
+		return Owner, nil
+	case "adaptive":
 		return Adaptive, nil
 	case "classic":
 		return Classic, nil
-	case "owner":
-		return Owner, nil
 	}
-	return 0, fmt.Errorf("allocation must be adaptive, classic or owner, got %q", s)
+	return 0, fmt.Errorf("allocation must be owner, adaptive or classic, got %q", s)
 }
 
 // FailMode says what a strict rule does when no quorum can be reached.
@@ -202,8 +205,8 @@ func (r *Rule) Validate() error {
 				r.Window, r.SyncInterval)
 		}
 	}
-	if r.Allocation > Owner {
-		return fieldErr("allocation", "must be adaptive, classic or owner, got %v", r.Allocation)
+	if r.Allocation > Adaptive {
+		return fieldErr("allocation", "must be owner, adaptive or classic, got %v", r.Allocation)
 	}
 	if r.FailMode > FailClosed {
 		return fieldErr("fail_mode", "must be open, closed or local, got %v", r.FailMode)

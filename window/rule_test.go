@@ -35,7 +35,7 @@ func TestValidate(t *testing.T) {
 		{"sync = window", func(r *Rule) { r.SyncInterval = time.Second }, "sync_interval must be"},
 		{"sync -2", func(r *Rule) { r.SyncInterval = -2 }, "sync_interval must be"},
 		{"bad type", func(r *Rule) { r.Type = 7 }, "window_type must be fixed or sliding"},
-		{"bad allocation", func(r *Rule) { r.Allocation = 9 }, "allocation must be adaptive, classic or owner"},
+		{"bad allocation", func(r *Rule) { r.Allocation = 9 }, "allocation must be owner, adaptive or classic"},
 		{"bad fail mode", func(r *Rule) { r.FailMode = 9 }, "fail_mode must be open, closed or local"},
 	}
 	for _, tt := range tests {
@@ -78,7 +78,7 @@ func TestParseEnums(t *testing.T) {
 		{"fixed", func(s string) (string, error) { v, err := ParseType(s); return v.String(), err }, "fixed", false},
 		{"rolling", func(s string) (string, error) { v, err := ParseType(s); return v.String(), err }, "", true},
 		{"classic", func(s string) (string, error) { v, err := ParseAllocation(s); return v.String(), err }, "classic", false},
-		{"", func(s string) (string, error) { v, err := ParseAllocation(s); return v.String(), err }, "adaptive", false},
+		{"", func(s string) (string, error) { v, err := ParseAllocation(s); return v.String(), err }, "owner", false},
 		{"greedy", func(s string) (string, error) { v, err := ParseAllocation(s); return v.String(), err }, "", true},
 		{"open", func(s string) (string, error) { v, err := ParseFailMode(s); return v.String(), err }, "open", false},
 		{"closed", func(s string) (string, error) { v, err := ParseFailMode(s); return v.String(), err }, "closed", false},

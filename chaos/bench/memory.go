@@ -54,11 +54,12 @@ type MemoryConfig struct {
 	Nodes int
 	// Keys is how many distinct keys every replica checks.
 	Keys int
-	// Window, Type and Sync make up the rule (adaptive allocation, the
-	// default).
+	// Window, Type, Sync and Alloc make up the rule; the zero Alloc is
+	// the default, owner allocation.
 	Window time.Duration
 	Type   window.Type
 	Sync   time.Duration
+	Alloc  window.Allocation
 	// MaxHeap bounds the heap the run may build, in bytes: when the heap
 	// projected for Keys from a smaller sample exceeds it, the run measures
 	// the most keys that fit instead.
@@ -79,7 +80,7 @@ func MemoryDefaults() MemoryConfig {
 // rule returns the one rule the run checks.
 func (c *MemoryConfig) rule() window.Rule {
 	return window.Rule{Name: memoryRule, Count: memoryCount, Window: c.Window, Type: c.Type,
-		SyncInterval: c.Sync, Allocation: window.Adaptive}
+		SyncInterval: c.Sync, Allocation: c.Alloc}
 }
 
 // start returns the moment of the run's checks.
@@ -335,6 +336,14 @@ func buildMemoryFleet(ctx context.Context, c *MemoryConfig, keys []string, res *
 				}
 				res.Deltas++
 				entries += int64(o.Delta.Size())
+				if rr.Reply != nil {
+					// An owner's answer goes back at once, as a node sends it.
+					if _, err := r.Receive(now, rr.Reply.Delta); err != nil {
+						return nil, fmt.Errorf("node %s receiving an answer from %s: %w", incs[i].Node, incs[j].Node, err)
+					}
+					res.Deltas++
+					entries += int64(rr.Reply.Delta.Size())
+				}
 			}
 		}
 		res.EntriesDelivered += entries

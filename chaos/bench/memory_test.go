@@ -53,7 +53,7 @@ func TestMemorySmallFleet(t *testing.T) {
 				// must reach someone for the fleet to count them.
 				t.Errorf("%d entries delivered for %d nodes × 2000 keys", r.EntriesDelivered, tt.nodes)
 			}
-			if r.Rule.Type != tt.typ.String() || r.Rule.Allocation != "adaptive" || r.Rule.WindowS != 60 || r.Rule.SyncS != 0.1 {
+			if r.Rule.Type != tt.typ.String() || r.Rule.Allocation != "owner" || r.Rule.WindowS != 60 || r.Rule.SyncS != 0.1 {
 				t.Errorf("rule %+v, want the defaults with type %v", r.Rule, tt.typ)
 			}
 		})

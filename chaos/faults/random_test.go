@@ -164,7 +164,7 @@ func TestRandomized(t *testing.T) {
 		}
 		checkRandomWindows(t, f, recs, tl, kills, checkedTo, upTo, count, w, persist, lag, slack, lossySlack)
 		checkedTo = max(checkedTo, upTo)
-		if bad := errorsOf(recs, cluster.ErrOutcomeUnknown); len(bad) > 0 {
+		if bad := errorsOf(recs, cluster.ErrOutcomeUnknown, cluster.ErrClosed); len(bad) > 0 {
 			t.Fatalf("step %d: %d checks failed; first: %s %s: %v", steps, len(bad), bad[0].Node, bad[0].Rule, bad[0].Err)
 		}
 	}

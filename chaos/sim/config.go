@@ -76,7 +76,7 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		Nodes: 2, Rate: 800, Limit: 500, Window: time.Second, Type: window.Sliding,
-		Sync: 200 * time.Millisecond, Alloc: window.Adaptive, Latency: time.Millisecond,
+		Sync: 200 * time.Millisecond, Alloc: window.Owner, Latency: time.Millisecond,
 		Duration: 30 * time.Second, Seed: 1,
 	}
 }

@@ -121,7 +121,7 @@ func Run(c Config) (*Result, error) {
 				continue
 			}
 			asked[e.node] = 0
-			d, err := nodes[e.node].Settle(e.at, rule.Name, simKey, 1, true)
+			d, err := nodes[e.node].Settle(e.at, rule.Name, simKey, 1, counter.Answered)
 			if err != nil {
 				return nil, err
 			}

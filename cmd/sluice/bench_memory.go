@@ -23,8 +23,8 @@ func runBenchMemory(ctx context.Context, args []string, stdout, _ io.Writer) err
 	fs := flag.NewFlagSet("bench memory", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: sluice bench memory [flags]\n\n"+
-			"Builds N nodes' views (counter replicas, no network) sharing one batched rule with adaptive\n"+
-			"allocation, has every node check every one of K keys once, then delivers every sync delta\n"+
+			"Builds N nodes' views (counter replicas, no network) sharing one batched rule (owner\n"+
+			"allocation unless --alloc says otherwise), has every node check every one of K keys once, then delivers every sync delta\n"+
 			"each node sends to the node it is for, round after round in virtual time, until none is\n"+
 			"left to send. It reports the live heap the views hold, after garbage collection, per key per\n"+
 			"node: the worst case, every node active on every key.\n\n"+
@@ -37,6 +37,7 @@ func runBenchMemory(ctx context.Context, args []string, stdout, _ io.Writer) err
 	win := fs.Duration("rule-window", d.Window, "the rule's window length")
 	typ := fs.String("type", d.Type.String(), "window type: fixed or sliding")
 	syncEvery := fs.Duration("sync", d.Sync, "the rule's sync interval")
+	alloc := fs.String("alloc", d.Alloc.String(), "allocation policy: owner, adaptive or classic")
 	maxHeap := fs.String("max-heap", "8GiB", "most heap to build, e.g. 512MiB, 8GiB or a number of bytes; K is cut to fit")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -46,6 +47,9 @@ func runBenchMemory(ctx context.Context, args []string, stdout, _ io.Writer) err
 	var err error
 	if c.Type, err = window.ParseType(*typ); err != nil {
 		return usageError{fmt.Errorf("--type: %w", err)}
+	}
+	if c.Alloc, err = window.ParseAllocation(*alloc); err != nil {
+		return usageError{fmt.Errorf("--alloc: %w", err)}
 	}
 	if c.MaxHeap, err = parseBytes(*maxHeap); err != nil {
 		return usageError{fmt.Errorf("--max-heap: %w", err)}

@@ -99,8 +99,8 @@ func TestBenchMemoryOutput(t *testing.T) {
 		t.Errorf("bytes_per_key %v, want within [50, 100000]", got["bytes_per_key"])
 	}
 	rule, _ := got["rule"].(map[string]any)
-	if rule["type"] != "sliding" || rule["allocation"] != "adaptive" || rule["window_s"] != 60.0 || rule["sync_s"] != 0.1 {
-		t.Errorf("rule %v, want 60 s sliding, sync 0.1 s, adaptive", got["rule"])
+	if rule["type"] != "sliding" || rule["allocation"] != "owner" || rule["window_s"] != 60.0 || rule["sync_s"] != 0.1 {
+		t.Errorf("rule %v, want 60 s sliding, sync 0.1 s, owner", got["rule"])
 	}
 
 	code, stdout, stderr = runCmd(context.Background(), append(args, "--type", "fixed", "--max-heap", "512MiB")...)
@@ -122,7 +122,7 @@ func TestBenchMemoryOutput(t *testing.T) {
 func TestBenchMemoryTextSaysWhenCapped(t *testing.T) {
 	r := &bench.MemoryResult{Nodes: 64, Keys: 100_000, KeysMeasured: 15_000, BytesPerKey: 8_512.4,
 		HeapBytes: 8_171_904_000, ProjectedHeapBytes: 54_479_360_000, SampleKeys: 1000, MaxHeapBytes: 8 << 30,
-		Rule:     bench.MemoryRule{Name: "bench", Count: 1000, WindowS: 60, Type: "sliding", SyncS: 0.1, Allocation: "adaptive"},
+		Rule:     bench.MemoryRule{Name: "bench", Count: 1000, WindowS: 60, Type: "sliding", SyncS: 0.1, Allocation: "owner"},
 		Admitted: 960_000, Rounds: 7, Quiescent: true, Deltas: 24_192, EntriesDelivered: 302_400_000}
 	var b strings.Builder
 	if err := writeMemory(&b, r, false); err != nil {

@@ -43,7 +43,7 @@ func addScenarioFlags(fs *flag.FlagSet) *scenarioFlags {
 	f.sync = syncFlag(d.Sync)
 	fs.Var(&f.sync, "sync", "sync interval (a Go duration); -1 makes the rule strict (bench only)")
 	fs.StringVar(&f.typ, "type", d.Type.String(), "window type: fixed or sliding")
-	fs.StringVar(&f.alloc, "alloc", d.Alloc.String(), "allocation policy: classic or adaptive")
+	fs.StringVar(&f.alloc, "alloc", d.Alloc.String(), "allocation policy: classic, adaptive or owner")
 	fs.DurationVar(&f.latency, "latency", d.Latency, "one-way network latency between nodes")
 	fs.DurationVar(&f.duration, "duration", d.Duration, "how long to run")
 	fs.BoolVar(&f.burst, "burst", false, "a fresh key: every node gets limit requests over the first half sync interval, then nothing")

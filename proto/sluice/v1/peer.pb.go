@@ -33,8 +33,18 @@ const (
 	// KIND_REPORT carries a node's counts of keys to their owner, with what
 	// it asks for.
 	Kind_KIND_REPORT Kind = 1
-	// KIND_ANSWER is an owner's answer to a report.
+	// KIND_ANSWER is an owner's answer to a report, or the fleet's counts of
+	// a key that went quiet, sent unasked to a node that had not heard them.
 	Kind_KIND_ANSWER Kind = 2
+	// KIND_STANDBY carries, from a key's owner to its standby, the counts
+	// only the owner knows: its own and those of incarnations no longer
+	// live. entries carry admitted and prev.
+	Kind_KIND_STANDBY Kind = 3
+	// KIND_VIEW carries what the sender believes the whole fleet admitted of
+	// each key (admitted and prev), attributed to no one: served after a
+	// snapshot to a node pulling state, and saved beside a node's counts. The
+	// receiver takes it as a floor under what the others admitted.
+	Kind_KIND_VIEW Kind = 4
 )
 
 // Enum value maps for Kind.
@@ -43,11 +53,15 @@ var (
 		0: "KIND_SYNC",
 		1: "KIND_REPORT",
 		2: "KIND_ANSWER",
+		3: "KIND_STANDBY",
+		4: "KIND_VIEW",
 	}
 	Kind_value = map[string]int32{
-		"KIND_SYNC":   0,
-		"KIND_REPORT": 1,
-		"KIND_ANSWER": 2,
+		"KIND_SYNC":    0,
+		"KIND_REPORT":  1,
+		"KIND_ANSWER":  2,
+		"KIND_STANDBY": 3,
+		"KIND_VIEW":    4,
 	}
 )
 
@@ -155,7 +169,8 @@ type Delta struct {
 	// node whose clock is off.
 	SentAt int64 `protobuf:"varint,8,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
 	// kind says what the delta is for: counts for every peer, a report of
-	// keys to their owner, or an owner's answer (owner allocation).
+	// keys to their owner, an owner's answer, or an owner's copy for a key's
+	// standby (owner allocation).
 	Kind          Kind `protobuf:"varint,9,opt,name=kind,proto3,enum=sluice.v1.Kind" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -922,11 +937,13 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"rules_hash\x18\x06 \x01(\x06R\trulesHash\x12\x1f\n" +
 	"\vrules_match\x18\a \x01(\bR\n" +
 	"rulesMatch\x12\x12\n" +
-	"\x04self\x18\b \x01(\bR\x04self*7\n" +
+	"\x04self\x18\b \x01(\bR\x04self*X\n" +
 	"\x04Kind\x12\r\n" +
 	"\tKIND_SYNC\x10\x00\x12\x0f\n" +
 	"\vKIND_REPORT\x10\x01\x12\x0f\n" +
-	"\vKIND_ANSWER\x10\x022\xac\x01\n" +
+	"\vKIND_ANSWER\x10\x02\x12\x10\n" +
+	"\fKIND_STANDBY\x10\x03\x12\r\n" +
+	"\tKIND_VIEW\x10\x042\xac\x01\n" +
 	"\x04Peer\x12.\n" +
 	"\x04Sync\x12\x10.sluice.v1.Delta\x1a\x12.sluice.v1.SyncAck(\x01\x122\n" +
 	"\x04Pull\x12\x16.sluice.v1.PullRequest\x1a\x10.sluice.v1.Delta0\x01\x12@\n" +
