@@ -139,8 +139,9 @@ func (b *borrows) drop(rk ruleKey, f *flight) {
 // decided from this node's view.
 func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {
 	rk := ruleKey{rule, key}
+	decide := n.replica.Decide
 	for {
-		d, ask, err := n.replica.Decide(n.now(), rule, key, hits)
+		d, ask, err := decide(n.now(), rule, key, hits)
 		if err != nil || ask == nil {
 			return d, err
 		}
@@ -168,6 +169,7 @@ func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (
 		case !mine && err == nil:
 			// Another check on the key asked; its answer may bring enough
 			// for this one too, or this one asks in turn.
+			decide = n.replica.DecideAgain
 			continue
 		case err != nil:
 			n.metrics.BorrowTimeouts.Add(1)

@@ -71,8 +71,8 @@ func (a *account) committedAt(c clock, w time.Duration) int64 {
 	return v
 }
 
-// committedRem is committedAt and the fraction of a hit it rounded off, in
-// units of 1/w.
+// committedRem is committedAt, counting the incarnation's opening open, and
+// the fraction of a hit it rounded off, in units of 1/w.
 func (a *account) committedRem(c clock, w time.Duration, open int64) (int64, uint64) {
 	v, r := max(a.adm[1], open), uint64(0)
 	for i, l := range [2]line{a.cur, a.was} {
@@ -185,10 +185,11 @@ func (b *book) committed(s *slot, c clock, w time.Duration, open int64) window.C
 		hi += carry
 	}
 	if hi > 0 || lo > 0 {
-		// Each holder rounds its own grant down, but together they may
-		// have admitted the sum of the fractions: round that up once.
-		// Each fraction is below w, so hi is below the number of accounts,
-		// far below w (at least a millisecond).
+		// Each holder admits whole hits only, but a fraction of a hit the
+		// owner leaves unclaimed now becomes a whole hit of some holder's
+		// later: the fractions count, rounded up once. Each fraction is
+		// below w, so hi is below the number of accounts, far below w (at
+		// least a millisecond).
 		q, r := bits.Div64(hi, lo, uint64(w))
 		n.Curr += int64(q)
 		if r > 0 {
@@ -225,9 +226,21 @@ func (c clock) atEnd(w time.Duration) clock {
 // endRoom is how many more hits the window has room for at its end once
 // every grant has grown as far as it will: grants that grow with time
 // (lines) may outgrow what the previous window's decay frees, so room now is
-// not room for the rest of the window.
+// not room for the rest of the window. In a sliding window the end is the
+// next window's start, where the whole count still weighs, and where every
+// other node may spend its opening at once: that much stays free.
 func (t *Table) endRoom(s *slot, c clock) int64 {
-	return t.rule.Count - t.committed(s, c.atEnd(t.rule.Window)).Curr
+	room := t.rule.Count - t.committed(s, c.atEnd(t.rule.Window)).Curr
+	if t.rule.Type == window.Sliding {
+		room -= t.nextOpenings()
+	}
+	return room
+}
+
+// nextOpenings is what every other node may spend of the next window
+// without asking: its opening there.
+func (t *Table) nextOpenings() int64 {
+	return int64(max(t.live.Load()-1, 0)) * t.opening()
 }
 
 // decideAsOwner decides on the key's owner, against everything the fleet
@@ -346,7 +359,7 @@ func (t *Table) grantFor(s *slot, a *account, c clock, ask int64) (grant line, n
 			rate = max(min(n.Prev-others, mulDiv(n.Prev, a.need, total)), 0)
 		}
 		if t.rule.Type == window.Fixed && w-c.elapsed <= 2*t.rule.SyncInterval {
-			nextFree := t.rule.Count - b.nextGranted() + a.next
+			nextFree := t.rule.Count - t.nextOpenings() - b.nextGranted() + a.next
 			next = max(min(2*a.need, mulDiv(max(nextFree, 0), a.need, 2*total), nextFree/2), 0)
 		}
 	}

@@ -253,9 +253,16 @@ func (o *owned) rotate() {
 	o.before, o.last, o.demand = o.last, o.demand, 0
 }
 
-// reportEntry is this node's report of the key to its owner.
-func (o *owned) reportEntry(s *slot, ask int64) Entry {
+// reportEntry is this node's report of the key to its owner. The need it
+// reports covers a sync interval and the round trip to the owner: what it
+// spends before the grant it asks for can land.
+func (t *Table) reportEntry(s *slot, ask int64) Entry {
+	o := s.o
+	need := o.need()
+	if rtt, every := t.rtt.of(o.owner), int64(t.rule.SyncInterval); rtt > 0 && need > 0 {
+		need = mulDivUp(need, every+min(rtt, 8*every), every)
+	}
 	return Entry{Key: s.key, Window: s.idx, Admitted: s.own[1], Prev: s.own[0],
 		Grant: o.grant.base, Rate: o.grant.rate, RateFrom: o.grant.from,
-		Need: o.need(), Ask: ask, Told: o.told}
+		Need: need, Ask: ask, Told: o.told}
 }

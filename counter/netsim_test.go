@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
-	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/window"
@@ -17,7 +16,7 @@ import (
 // what the fleet admitted, so that a test can tell the moment the fleet
 // admits beyond what one exact limiter would.
 type netSim struct {
-	t       testing.TB
+	t       failer
 	rule    window.Rule
 	latency int64
 	nodes   []*Replica
@@ -36,6 +35,14 @@ type netSim struct {
 	// decided counts checks decided, allowed those admitted.
 	decided, allowed int
 	sent             int // messages sent
+	// onRefuse, if set, sees every refusal.
+	onRefuse func(at int64, node int, d window.Decision)
+}
+
+// failer is what netSim needs of a test: testing.TB or rapid.T.
+type failer interface {
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
 }
 
 type nodeKey struct {
@@ -78,7 +85,7 @@ func (q *simQueue) push(e simEvent) {
 
 // newNetSim starts n replicas of rule at moment start, each syncing at a
 // phase drawn from seed.
-func newNetSim(t testing.TB, n int, rule window.Rule, latency time.Duration, start int64, seed uint64) *netSim {
+func newNetSim(t failer, n int, rule window.Rule, latency time.Duration, start int64, seed uint64) *netSim {
 	s := &netSim{t: t, rule: rule, latency: int64(latency), index: map[Incarnation]int{}, down: make([]bool, n),
 		admitted: map[string]map[int64]int64{}, waiting: map[nodeKey][]int64{}, asked: map[nodeKey]uint64{}}
 	rng := rand.New(rand.NewPCG(seed, 7))
@@ -213,6 +220,9 @@ func (s *netSim) timeout(at int64, i int) {
 func (s *netSim) record(at int64, i int, key string, d window.Decision) {
 	s.decided++
 	if !d.Allowed {
+		if s.onRefuse != nil {
+			s.onRefuse(at, i, d)
+		}
 		return
 	}
 	s.allowed++

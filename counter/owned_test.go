@@ -1,8 +1,12 @@
 package counter
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/sluicehq/sluice/window"
 )
@@ -223,4 +227,37 @@ func TestOwnedMoveKeepsCounts(t *testing.T) {
 	if admitted != 2 {
 		t.Fatalf("after the owner left, %d more admitted with 4 of 6 spent, want 2", admitted)
 	}
+}
+
+// TestOwnedNeverOvershoots checks, over fleets of 2 to 16 nodes, counts of
+// 1 to 600, fixed and sliding windows, sync intervals from 50 to 500 ms,
+// latencies up to the sync interval, and demand from half the limit to six
+// times it spread unevenly over a few keys, that the fleet never admits a
+// check that one exact limiter, counting everything the fleet admitted,
+// would refuse.
+func TestOwnedNeverOvershoots(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(2, 16).Draw(rt, "nodes")
+		w := rapid.SampledFrom([]time.Duration{time.Second, 10 * time.Second}).Draw(rt, "window")
+		r := window.Rule{Name: "api", Count: rapid.Int64Range(1, 600).Draw(rt, "count"), Window: w,
+			Type:         rapid.SampledFrom([]window.Type{window.Fixed, window.Sliding}).Draw(rt, "type"),
+			SyncInterval: time.Duration(rapid.IntRange(1, 10).Draw(rt, "sync50ms")) * 50 * time.Millisecond}
+		latency := time.Duration(rapid.Int64Range(0, int64(r.SyncInterval)).Draw(rt, "latency"))
+		load := rapid.Float64Range(0.5, 6).Draw(rt, "load")
+		keys := rapid.IntRange(1, 3).Draw(rt, "keys")
+		seed := rapid.Uint64().Draw(rt, "seed")
+		s := newNetSim(rt, n, r, latency, t0, seed)
+		rng := rand.New(rand.NewPCG(seed, 11))
+		checks := int(load * float64(r.Count) * 3)
+		span := 3 * int64(w)
+		for range min(checks, 3_000) {
+			// Uneven: node i gets about twice the share of node i+1.
+			node := min(int(rng.ExpFloat64()*float64(n)/3), n-1)
+			s.check(t0+rng.Int64N(span), node, fmt.Sprintf("k%d", rng.IntN(keys)))
+		}
+		s.run(t0 + span)
+		if s.over != "" {
+			rt.Fatal(s.over)
+		}
+	})
 }

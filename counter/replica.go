@@ -32,6 +32,7 @@ type Replica struct {
 	self   Incarnation
 	selfID uint32
 	reg    *registry
+	rtt    *roundTrips
 	tables atomic.Pointer[map[string]*Table]
 
 	mu    sync.Mutex // guards what follows
@@ -112,7 +113,7 @@ type Outbound struct {
 
 // NewReplica returns a replica for cfg.
 func NewReplica(cfg Config) (*Replica, error) {
-	r := &Replica{self: cfg.Self, reg: newRegistry(), peers: make(map[Incarnation]*peerState), live: 1,
+	r := &Replica{self: cfg.Self, reg: newRegistry(), rtt: newRoundTrips(), peers: make(map[Incarnation]*peerState), live: 1,
 		outsiders: map[string]map[uint32]bool{}}
 	r.selfID = r.reg.id(cfg.Self)
 	if err := validateRules(cfg.Rules); err != nil {
@@ -121,7 +122,7 @@ func NewReplica(cfg Config) (*Replica, error) {
 	tables := make(map[string]*Table, len(cfg.Rules))
 	for i := range cfg.Rules {
 		rule := cfg.Rules[i]
-		t := newTable(rule, r.reg, r.selfID)
+		t := newTable(rule, r.reg, r.rtt, r.selfID)
 		t.nextSync.Store(cfg.Start + int64(cfg.Phase))
 		tables[rule.Name] = t
 		r.order = append(r.order, t)
@@ -206,7 +207,7 @@ func (r *Replica) SetRules(rules []window.Rule, now int64) error {
 		case ot != nil && ot.rule.Window == rule.Window && ot.rule.Type == rule.Type:
 			t = ot.successor(rule)
 		default:
-			t = newTable(rule, r.reg, r.selfID)
+			t = newTable(rule, r.reg, r.rtt, r.selfID)
 			t.live.Store(r.live)
 			t.aliveBy.Store(r.alive)
 		}
@@ -270,6 +271,11 @@ func (r *Replica) SetPeers(peers []Incarnation) {
 			continue
 		}
 		next[p] = &peerState{since: make(map[string]uint64, len(r.order)), sent: make(map[string]uint64, len(r.order))}
+	}
+	for p := range r.peers {
+		if _, ok := next[p]; !ok {
+			r.rtt.forget(r.reg.id(p))
+		}
 	}
 	r.peers = next
 	alive := make([]bool, 0, len(next)+1)
@@ -407,7 +413,7 @@ func (r *Replica) Tick(now int64) []Outbound {
 	}
 	var out []Outbound
 	if len(reports) > 0 {
-		out = r.reportsTo(reports, out)
+		out = r.reportsTo(reports, now, out)
 	}
 	for j, p := range peers {
 		if len(perPeer[j]) == 0 {
@@ -483,6 +489,15 @@ func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
 	}
 	if d.Kind == KindView {
 		return r.receiveViews(now, d), nil
+	}
+	if d.Kind == KindAnswer {
+		told := uint64(0)
+		for _, rd := range d.Rules {
+			for i := range rd.Entries {
+				told = max(told, rd.Entries[i].Told)
+			}
+		}
+		r.rtt.answered(fromID, told, now)
 	}
 	// A rule whose last round the sender had not heard of when it built
 	// this delta: its claims and this node's were made without each other.

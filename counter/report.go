@@ -101,7 +101,7 @@ func (t *Table) roundOwned(now int64, since uint64, out []routed) []routed {
 			o.handover = false
 		}
 		if o.moved || o.unacked || o.stranded || o.last > 0 || o.grant.base > s.own[1] || o.grant.rate > 0 || s.ver[1] >= since || s.ver[0] >= since {
-			out = append(out, routed{to: o.owner, inc: t.self, kind: KindReport, rule: t.rule.Name, e: o.reportEntry(s, 0)})
+			out = append(out, routed{to: o.owner, inc: t.self, kind: KindReport, rule: t.rule.Name, e: t.reportEntry(s, 0)})
 			o.moved, o.unacked, o.stranded = false, false, false
 		}
 	})

@@ -1,8 +1,10 @@
 package counter
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/sluicehq/sluice/window"
 )
@@ -10,23 +12,36 @@ import (
 // reportsTo turns entries due to other nodes (reports to keys' owners,
 // copies to their standbys, settled counts to contributors) into one delta
 // per destination and kind, appended to out; the caller holds r.mu.
-func (r *Replica) reportsTo(rs []routed, out []Outbound) []Outbound {
-	sort.SliceStable(rs, func(i, j int) bool {
-		if rs[i].to != rs[j].to {
-			return rs[i].to < rs[j].to
+func (r *Replica) reportsTo(rs []routed, now int64, out []Outbound) []Outbound {
+	// Sorted by index, not by moving the entries: a round may route many.
+	order := make([]int32, len(rs))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(a, b int32) int {
+		x, y := &rs[a], &rs[b]
+		switch {
+		case x.to != y.to:
+			return cmp.Compare(x.to, y.to)
+		case x.kind != y.kind:
+			return cmp.Compare(x.kind, y.kind)
 		}
-		if rs[i].kind != rs[j].kind {
-			return rs[i].kind < rs[j].kind
-		}
-		return rs[i].rule < rs[j].rule
+		return strings.Compare(x.rule, y.rule)
 	})
-	for i := 0; i < len(rs); {
+	group := make([]routed, 0, len(rs))
+	for i := 0; i < len(order); {
+		first := &rs[order[i]]
+		group = group[:0]
 		j := i
-		for j < len(rs) && rs[j].to == rs[i].to && rs[j].kind == rs[i].kind {
-			j++
+		for ; j < len(order) && rs[order[j]].to == first.to && rs[order[j]].kind == first.kind; j++ {
+			group = append(group, rs[order[j]])
 		}
-		if to := r.reg.inc(rs[i].to); rs[i].to != r.selfID {
-			out = append(out, Outbound{To: to, Delta: r.reportDelta(rs[i:j])})
+		if to := r.reg.inc(first.to); first.to != r.selfID {
+			d := r.reportDelta(group)
+			if d.Kind == KindReport {
+				r.rtt.reported(first.to, d.Seq, now)
+			}
+			out = append(out, Outbound{To: to, Delta: d})
 		}
 		i = j
 	}
@@ -64,9 +79,20 @@ func (r *Replica) reportDelta(rs []routed) *Delta {
 // whose owner must be asked (its grant here is spent while the fleet may
 // have room) is left undecided, and ask is the question to send to the
 // owner. Once the owner's answer is merged with Receive, Settle decides the
-// check; if no answer comes, Settle with answered false decides it from
-// this node's view. For other rules Decide is Allow.
+// check; if no answer comes, Settle says how to decide it. For other rules
+// Decide is Allow. Each call counts the hits as demand for the key: a check
+// that waited on another check's question decides with DecideAgain.
 func (r *Replica) Decide(now int64, rule, key string, hits int64) (d window.Decision, ask *Outbound, err error) {
+	return r.decide(now, rule, key, hits, askOwner)
+}
+
+// DecideAgain is Decide for a check already counted as demand: one that
+// waited for the answer to another check's question on the same key.
+func (r *Replica) DecideAgain(now int64, rule, key string, hits int64) (d window.Decision, ask *Outbound, err error) {
+	return r.decide(now, rule, key, hits, askAgain)
+}
+
+func (r *Replica) decide(now int64, rule, key string, hits int64, how asking) (d window.Decision, ask *Outbound, err error) {
 	t := (*r.tables.Load())[rule]
 	if t == nil {
 		return d, nil, fmt.Errorf("%w %q", ErrUnknownRule, rule)
@@ -74,7 +100,7 @@ func (r *Replica) Decide(now int64, rule, key string, hits int64) (d window.Deci
 	if err := t.check(key, hits); err != nil {
 		return d, nil, err
 	}
-	d, asked := t.try(key, now, hits, askOwner)
+	d, asked := t.try(key, now, hits, how)
 	d.At = now
 	if !asked {
 		return d, nil, nil
@@ -88,7 +114,9 @@ func (r *Replica) Decide(now int64, rule, key string, hits int64) (d window.Deci
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return d, &Outbound{To: r.reg.inc(q.to), Delta: r.reportDelta([]routed{q})}, nil
+	qd := r.reportDelta([]routed{q})
+	r.rtt.reported(q.to, qd.Seq, now)
+	return d, &Outbound{To: r.reg.inc(q.to), Delta: qd}, nil
 }
 
 // Outcome says what became of the question Decide asked a key's owner.
@@ -140,5 +168,5 @@ func (t *Table) question(key string, now, hits int64) (routed, bool) {
 	if o.owner == t.self {
 		return routed{}, false
 	}
-	return routed{to: o.owner, inc: t.self, kind: KindReport, rule: t.rule.Name, e: o.reportEntry(s, hits)}, true
+	return routed{to: o.owner, inc: t.self, kind: KindReport, rule: t.rule.Name, e: t.reportEntry(s, hits)}, true
 }

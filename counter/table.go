@@ -23,6 +23,7 @@ type Table struct {
 	rule   window.Rule
 	self   uint32 // this incarnation's id in reg
 	reg    *registry
+	rtt    *roundTrips // round trips to keys' owners, shared by the tables
 	seed   maphash.Seed
 	policy policy
 
@@ -57,8 +58,8 @@ type shard struct {
 	_     [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
-func newTable(rule window.Rule, reg *registry, self uint32) *Table {
-	t := &Table{rule: rule, reg: reg, self: self, seed: maphash.MakeSeed(), shards: new([shardCount]shard)}
+func newTable(rule window.Rule, reg *registry, rtt *roundTrips, self uint32) *Table {
+	t := &Table{rule: rule, reg: reg, rtt: rtt, self: self, seed: maphash.MakeSeed(), shards: new([shardCount]shard)}
 	t.policy = policyFor(rule.Allocation)
 	t.epoch.Store(1)
 	t.live.Store(1)
@@ -72,7 +73,7 @@ func newTable(rule window.Rule, reg *registry, self uint32) *Table {
 // type, holding old's keys and counts: own, peers' and their versions carry
 // over; allocation state starts afresh, as the policy or budget may differ.
 func (old *Table) successor(rule window.Rule) *Table {
-	t := &Table{rule: rule, reg: old.reg, self: old.self, seed: old.seed, shards: old.shards}
+	t := &Table{rule: rule, reg: old.reg, rtt: old.rtt, self: old.self, seed: old.seed, shards: old.shards}
 	t.policy = policyFor(rule.Allocation)
 	t.epoch.Store(old.epoch.Load())
 	t.live.Store(old.live.Load())
@@ -149,6 +150,8 @@ const (
 	askNever asking = iota
 	// askOwner leaves the check undecided and says so.
 	askOwner
+	// askAgain is askOwner for a check whose demand is already counted.
+	askAgain
 	// askAnswered decides after the owner answered: a check still beyond
 	// the grant is refused.
 	askAnswered
@@ -197,7 +200,7 @@ func (t *Table) decideByOwner(s *slot, elapsed time.Duration, hits int64, how as
 		d, ask = t.decideOwned(s, c, hits)
 		if ask {
 			switch how {
-			case askOwner:
+			case askOwner, askAgain:
 				return d, true
 			case askAnswered:
 				d = t.refuseAnswered(s, c, hits)

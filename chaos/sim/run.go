@@ -71,16 +71,24 @@ func Run(c Config) (*Result, error) {
 	// order, for its answer; asked is the question's sequence, 0 for none.
 	waiting := make([]int, c.Nodes)
 	asked := make([]uint64, c.Nodes)
-	// decide decides one check at node i at moment at, or asks the owner;
-	// it reports whether the check was decided.
-	decide := func(i int, at int64) (bool, error) {
-		d, ask, err := nodes[i].Decide(at, rule.Name, simKey, 1)
+	// decide decides one check at node i at moment at, or asks the owner
+	// unless a question is in flight; it reports whether the check was
+	// decided. A check that waited is decided again, its demand counted
+	// when it arrived, as a node does.
+	decide := func(i int, at int64, again bool) (bool, error) {
+		decide := nodes[i].Decide
+		if again {
+			decide = nodes[i].DecideAgain
+		}
+		d, ask, err := decide(at, rule.Name, simKey, 1)
 		if err != nil {
 			return false, err
 		}
 		if ask != nil {
-			asked[i] = ask.Delta.Seq
-			send(at, *ask)
+			if asked[i] == 0 {
+				asked[i] = ask.Delta.Seq
+				send(at, *ask)
+			}
 			return false, nil
 		}
 		rec.Request(at, i, d.Allowed)
@@ -93,9 +101,7 @@ func Run(c Config) (*Result, error) {
 		}
 		switch e.kind {
 		case evRequest:
-			if asked[e.node] != 0 {
-				waiting[e.node]++
-			} else if done, err := decide(e.node, e.at); err != nil {
+			if done, err := decide(e.node, e.at, false); err != nil {
 				return nil, err
 			} else if !done {
 				waiting[e.node]++
@@ -128,7 +134,7 @@ func Run(c Config) (*Result, error) {
 			rec.Request(e.at, e.node, d.Allowed)
 			waiting[e.node]--
 			for waiting[e.node] > 0 {
-				done, err := decide(e.node, e.at)
+				done, err := decide(e.node, e.at, true)
 				if err != nil {
 					return nil, err
 				}

@@ -1,0 +1,66 @@
+package counter
+
+import "sync"
+
+// roundTrips estimates, per peer, how long a report takes to be answered,
+// from the moments reports are sent and their answers arrive. A node whose
+// owner is far away spends from its grant for a round trip before a new
+// grant can land, so it asks for that much more.
+type roundTrips struct {
+	mu   sync.Mutex
+	est  map[uint32]int64 // peer → smoothed round trip, nanoseconds
+	sent map[uint32]sentReport
+}
+
+// sentReport is the last report sent to a peer: its sequence and moment.
+type sentReport struct {
+	seq uint64
+	at  int64
+}
+
+func newRoundTrips() *roundTrips {
+	return &roundTrips{est: map[uint32]int64{}, sent: map[uint32]sentReport{}}
+}
+
+// reported records that the report with sequence seq went to peer at
+// moment at; a report still unanswered keeps its place, so that a round
+// trip is measured from the first report of those an answer covers.
+func (rt *roundTrips) reported(peer uint32, seq uint64, at int64) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if _, waiting := rt.sent[peer]; !waiting {
+		rt.sent[peer] = sentReport{seq: seq, at: at}
+	}
+}
+
+// answered records that an answer from peer to reports up to sequence told
+// arrived at moment at.
+func (rt *roundTrips) answered(peer uint32, told uint64, at int64) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	s, ok := rt.sent[peer]
+	if !ok || told < s.seq || at < s.at {
+		return
+	}
+	delete(rt.sent, peer)
+	sample := at - s.at
+	if e, ok := rt.est[peer]; ok {
+		sample = e - e/8 + sample/8
+	}
+	rt.est[peer] = sample
+}
+
+// of returns the estimated round trip to peer, 0 while none is known.
+func (rt *roundTrips) of(peer uint32) int64 {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.est[peer]
+}
+
+// forget drops what is known of peer.
+func (rt *roundTrips) forget(peer uint32) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	delete(rt.est, peer)
+	delete(rt.sent, peer)
+}
