@@ -170,7 +170,7 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 		opening = openingFor(x, alive, a.need, live, count)
 	}
 	if a.budget != oldClaim || idx != oldWin || said != oldNeed || opening != a.opening {
-		s.ver[1] = epoch
+		s.ver[1] = stampOf(epoch)
 		a.announcedNeed = said
 		if fixed {
 			a.openingBefore, a.opening = a.opening, opening

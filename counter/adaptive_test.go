@@ -162,10 +162,10 @@ func TestSlidingReleaseOfAdmissionsAfterSync(t *testing.T) {
 func releaseShare(t *testing.T, r *Replica, key string) float64 {
 	t.Helper()
 	tb := r.Table("api")
-	sh := tb.shardOf(key)
+	sh, h := tb.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.lookup(key, 0, false)
+	s := sh.lookup(key, h, 0, false)
 	if s == nil || s.x == nil {
 		t.Fatalf("%s holds no shared state for %q", r.Self().Node, key)
 	}

@@ -1,6 +1,7 @@
 package counter
 
 import (
+	"math"
 	"math/bits"
 	"time"
 
@@ -26,113 +27,6 @@ func (t *Table) opening() int64 {
 	return t.rule.Count / (openingShare * int64(max(t.live.Load(), 1)))
 }
 
-// book is a key's accounts on its owner: one per other incarnation that
-// reported the key or whose counts were passed on. The owner's own counts
-// stay in its slot. A key's standby keeps a book too, of the counts its
-// owner sent it.
-type book struct {
-	accts []account
-	// roundSum is the fleet's count in the current window as the book had
-	// it at the owner's last round, and toldSum as it was last told to the
-	// contributors that had not heard it; both modulo 2^32.
-	roundSum, toldSum uint32
-	// open is the opening every node had in the current window.
-	open int64
-}
-
-// account is one incarnation's part of a key on its owner.
-type account struct {
-	inc uint32
-	// adm is what the incarnation admitted in the slot's windows, as it
-	// reported; prevCap what its grant in window idx−1 came to.
-	adm     [2]int64
-	prevCap int64
-	// cur is the grant last sent for window idx; was the one before it,
-	// while hasWas says the incarnation may not have applied cur yet and
-	// so may still spend up to was.
-	cur, was line
-	hasWas   bool
-	next     int64 // its grant for window idx+1
-	need     int64 // its demand in its last sync interval
-	// heard is the newest report's sequence, answered the last report
-	// answered.
-	heard, answered uint64
-	// told is the fleet's count in the current window as the incarnation
-	// was last told it, modulo 2^32; spread says the key's standby has
-	// its counts.
-	told   uint32
-	spread bool
-}
-
-// committedAt is how much the incarnation may have admitted in window idx
-// by moment c.
-func (a *account) committedAt(c clock, w time.Duration) int64 {
-	v, _ := a.committedRem(c, w, 0)
-	return v
-}
-
-// committedRem is committedAt, counting the incarnation's opening open, and
-// the fraction of a hit it rounded off, in units of 1/w.
-func (a *account) committedRem(c clock, w time.Duration, open int64) (int64, uint64) {
-	v, r := max(a.adm[1], open), uint64(0)
-	for i, l := range [2]line{a.cur, a.was} {
-		if i == 1 && !a.hasWas {
-			break
-		}
-		lv, lr := l.atRem(c.now, c.end, w)
-		if lv > v || lv == v && lr > r {
-			v, r = lv, lr
-		}
-	}
-	return v, r
-}
-
-func (a *account) rate() int64 {
-	if a.hasWas {
-		return max(a.cur.rate, a.was.rate)
-	}
-	return a.cur.rate
-}
-
-func (b *book) account(inc uint32) *account {
-	for i := range b.accts {
-		if b.accts[i].inc == inc {
-			return &b.accts[i]
-		}
-	}
-	b.accts = append(b.accts, account{inc: inc})
-	return &b.accts[len(b.accts)-1]
-}
-
-func (b *book) roll(shift, oldEnd int64, w time.Duration) {
-	kept := b.accts[:0]
-	for _, a := range b.accts {
-		if shift == 1 {
-			a.prevCap = a.committedAt(clock{now: oldEnd, end: oldEnd}, w)
-			if a.adm[1] > 0 {
-				// It may have spent all its opening, as far as the owner
-				// knows; one that admitted nothing here leaves its
-				// account and is held back for as a node unheard of.
-				a.prevCap = max(a.prevCap, b.open)
-			}
-			a.adm = [2]int64{a.adm[1], 0}
-		} else {
-			a.prevCap, a.adm = 0, [2]int64{}
-		}
-		a.cur, a.was, a.hasWas = line{base: a.next}, line{}, false
-		if shift > 1 {
-			a.cur = line{}
-		}
-		a.next, a.told, a.spread = 0, 0, false
-		if a.adm != [2]int64{} || a.prevCap != 0 || a.cur.base != 0 {
-			kept = append(kept, a)
-		}
-	}
-	clear(b.accts[len(kept):])
-	b.accts = kept
-	b.roundSum, b.toldSum = 0, 0
-}
-
 // admitted returns what the fleet admitted in s's windows as the owner
 // knows it: its own counts and its accounts', or, while its accounts are
 // still filling after the key moved here, what the previous owner last
@@ -156,14 +50,13 @@ func (t *Table) committed(s *slot, c clock) window.Counts {
 	if open > 0 {
 		unheard = int64(t.live.Load()) - 1
 		alive := t.alive()
-		for i := range s.o.book.accts {
-			if alive(s.o.book.accts[i].inc) {
+		for i := range s.o.bookOf().accts {
+			if alive(s.o.bookOf().accts[i].inc) {
 				unheard--
 			}
 		}
 	}
-	s.o.book.open = open
-	n := s.o.book.committed(s, c, t.rule.Window, open)
+	n := s.o.bookOf().committed(s, c, t.rule.Window, open)
 	n.Curr += max(unheard, 0) * open
 	n.Prev += max(unheard, 0) * open
 	return n
@@ -177,8 +70,8 @@ func (b *book) committed(s *slot, c clock, w time.Duration, open int64) window.C
 	var hi, lo uint64
 	for i := range b.accts {
 		a := &b.accts[i]
-		n.Prev += max(a.adm[0], a.prevCap)
-		v, r := a.committedRem(c, w, open)
+		n.Prev += max(a.adm[0], a.prevCap())
+		v, r := b.committedRem(i, c, w, open)
 		n.Curr += v
 		var carry uint64
 		lo, carry = bits.Add64(lo, r, 0)
@@ -205,15 +98,19 @@ func (b *book) committed(s *slot, c clock, w time.Duration, open int64) window.C
 func (b *book) needs(s *slot) int64 {
 	n := s.o.need()
 	for i := range b.accts {
-		n += b.accts[i].need
+		n += int64(b.accts[i].need)
 	}
 	return n
 }
 
+// nextGranted is what the book has granted in the next window.
 func (b *book) nextGranted() int64 {
+	if b.lines == nil {
+		return 0
+	}
 	n := int64(0)
-	for i := range b.accts {
-		n += b.accts[i].next
+	for i := range *b.lines {
+		n += (*b.lines)[i].next
 	}
 	return n
 }
@@ -246,7 +143,7 @@ func (t *Table) nextOpenings() int64 {
 // decideAsOwner decides on the key's owner, against everything the fleet
 // may have admitted, now and by the window's end.
 func (t *Table) decideAsOwner(s *slot, c clock, hits int64) window.Decision {
-	b := s.o.book
+	b := s.o.bookOf()
 	d := t.rule.DecideAt(t.committed(s, c), c.elapsed, hits)
 	if d.Allowed && hits > t.endRoom(s, c) {
 		d.Allowed, d.Remaining, d.RetryAfter = false, 0, t.rule.SyncInterval
@@ -271,8 +168,9 @@ func (t *Table) decideAsOwner(s *slot, c clock, hits int64) window.Decision {
 // sequence seq) into the owner's book and returns the answer, or false for a
 // report older than one already answered.
 func (t *Table) answer(s *slot, inc uint32, e *Entry, seq uint64, c clock) (Entry, bool) {
-	b := s.o.book
-	a := b.account(inc)
+	b := s.o.bookOf()
+	i := b.find(inc)
+	a := &b.accts[i]
 	p := s.pos(e.Window)
 	if p >= 0 && a.adm[p] < e.Admitted {
 		a.adm[p], a.spread = e.Admitted, false
@@ -283,37 +181,41 @@ func (t *Table) answer(s *slot, inc uint32, e *Entry, seq uint64, c clock) (Entr
 		if a.adm[0] < e.Prev {
 			a.adm[0], a.spread = e.Prev, false
 		}
-		a.prevCap = 0
+		if !a.reported {
+			a.reported, a.held, a.hasWas = true, 0, false
+		}
 	}
-	if seq < a.heard {
+	if a.seq != 0 && seqBefore(seq32(seq), a.seq) {
 		return Entry{}, false
 	}
-	a.heard = seq
-	if e.Told >= a.answered {
+	first := a.seq == 0
+	if e.Told != 0 && !seqBefore(seq32(e.Told), a.seq) {
 		a.hasWas = false
 	}
-	if a.answered == 0 && p == 1 && (e.Grant > 0 || e.Rate > 0) {
+	was := b.wasLine(i)
+	if first && p == 1 && (e.Grant > 0 || e.Rate > 0) {
 		// First word from this incarnation: it may hold a grant from an
 		// earlier owner, which counts until it applies this answer.
-		a.was, a.hasWas = line{base: e.Grant, rate: e.Rate, from: e.RateFrom}, true
+		a.hasWas, was = true, line{base: e.Grant, rate: e.Rate, from: e.RateFrom}
 	}
-	a.need = min(e.Need, t.rule.Count)
-	grant, next := t.grantFor(s, a, c, e.Ask)
-	if !a.hasWas && grant != a.cur {
+	a.need = uint16(min(e.Need, t.rule.Count, math.MaxUint16))
+	b.setLines(i, b.curLine(i), was, b.next(i))
+	grant, next := t.grantFor(s, i, c, e.Ask)
+	a = &b.accts[i]
+	if !a.hasWas && grant != b.curLine(i) {
 		// Until the incarnation applies the new grant it spends the old.
-		a.was, a.hasWas = a.cur, true
+		a.hasWas, was = true, b.curLine(i)
 	}
-	a.cur = grant
-	a.next = max(a.next, next)
+	b.setLines(i, grant, was, max(b.next(i), next))
 	if p == 1 && e.Ask > 0 && grant.at(c.now, c.end, t.rule.Window) >= e.Admitted+e.Ask {
 		// A granted question is a check waiting for this answer: it is
 		// admitted as soon as the answer lands, so count it now and what
 		// the fleet is told it has left is not a round behind.
 		a.adm[1] = max(a.adm[1], e.Admitted+e.Ask)
 	}
-	a.answered = seq
+	a.seq = seq32(seq)
 	adm := b.admitted(s)
-	a.told = uint32(adm.Curr)
+	a.told = uint16(adm.Curr)
 	return Entry{Key: s.key, Window: s.idx, Admitted: adm.Curr - a.adm[1], Prev: adm.Prev - a.adm[0],
 		Grant: grant.base, Rate: grant.rate, RateFrom: grant.from, Next: next, Told: seq}, true
 }
@@ -326,15 +228,17 @@ func (t *Table) answer(s *slot, inc uint32, e *Entry, seq uint64, c clock) (Entr
 // window it also grants from the next one, so that busy nodes need not ask
 // on its first hits. While a may not have applied its last grant, the new
 // one only adds to it.
-func (t *Table) grantFor(s *slot, a *account, c clock, ask int64) (grant line, next int64) {
-	b := s.o.book
+func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next int64) {
+	b := s.o.bookOf()
+	a := &b.accts[i]
+	need := int64(a.need)
 	w := t.rule.Window
 	n := t.committed(s, c)
-	mine, _ := a.committedRem(c, w, t.opening())
+	mine, _ := b.committedRem(i, c, w, t.opening())
 	n.Curr -= mine - a.adm[1]
 	// Room must last to the window's end, where the lines granted have
 	// grown the most and the previous window's count has decayed away.
-	mineEnd, _ := a.committedRem(c.atEnd(w), w, t.opening())
+	mineEnd, _ := b.committedRem(i, c.atEnd(w), w, t.opening())
 	endFree := t.endRoom(s, c) + mineEnd - a.adm[1]
 	free := min(t.rule.RemainingAt(n, c.elapsed), endFree)
 	want := int64(0)
@@ -342,37 +246,38 @@ func (t *Table) grantFor(s *slot, a *account, c clock, ask int64) (grant line, n
 		want = ask
 	}
 	rate := int64(0)
-	if generous := t.rule.Count >= spareFloor*int64(t.live.Load()) && a.need > 0; generous {
-		total := max(b.needs(s), a.need)
+	if generous := t.rule.Count >= spareFloor*int64(t.live.Load()) && need > 0; generous {
+		total := max(b.needs(s), need)
 		left := free - want
 		if left > 0 {
 			// Rounded up, so that the last hits of the room go too.
-			want += min(2*a.need, mulDivUp(left, a.need, 2*total), (left+1)/2)
+			want += min(2*need, mulDivUp(left, need, 2*total), (left+1)/2)
 		}
 		if t.rule.Type == window.Sliding && n.Prev > 0 && 2*total > free {
 			others := int64(0)
-			for i := range b.accts {
-				if o := &b.accts[i]; o != a {
-					others += o.rate()
+			for j := range b.accts {
+				if j != i {
+					others += b.rate(j)
 				}
 			}
-			rate = max(min(n.Prev-others, mulDiv(n.Prev, a.need, total)), 0)
+			rate = max(min(n.Prev-others, mulDiv(n.Prev, need, total)), 0)
 		}
 		if t.rule.Type == window.Fixed && w-c.elapsed <= 2*t.rule.SyncInterval {
-			nextFree := t.rule.Count - t.nextOpenings() - b.nextGranted() + a.next
-			next = max(min(2*a.need, mulDiv(max(nextFree, 0), a.need, 2*total), nextFree/2), 0)
+			nextFree := t.rule.Count - t.nextOpenings() - b.nextGranted() + b.next(i)
+			next = max(min(2*need, mulDiv(max(nextFree, 0), need, 2*total), nextFree/2), 0)
 		}
 	}
+	cur := b.curLine(i)
 	if a.hasWas {
 		// Only add to the grant a may not have applied: hits on top of
 		// it, on the same line.
-		extra := min(max(a.adm[1]+want-a.cur.at(c.now, c.end, w), 0), max(t.endRoom(s, c), 0))
-		return line{base: a.cur.base + extra, rate: a.cur.rate, from: a.cur.from}, next
+		extra := min(max(a.adm[1]+want-cur.at(c.now, c.end, w), 0), max(t.endRoom(s, c), 0))
+		return line{base: cur.base + extra, rate: cur.rate, from: cur.from}, next
 	}
 	// What a spent from its grant since its report is not in adm: carry
 	// the old grant's value now, up to one interval of its demand, so
 	// that a busy node loses nothing to the round trip.
-	base := max(a.adm[1], min(a.cur.at(c.now, c.end, w), a.adm[1]+a.need))
+	base := max(a.adm[1], min(cur.at(c.now, c.end, w), a.adm[1]+need))
 	grant = line{base: base + min(want, max(free-(base-a.adm[1]), 0))}
 	if left := c.end - c.now; rate > 0 && left > 0 {
 		// What the line adds by the window's end must fit the room left

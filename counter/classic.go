@@ -40,7 +40,7 @@ func (classic) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	a := &s.x.alloc
 	if a.spent > 0 {
 		a.pushed[1] += a.spent
-		s.ver[1] = epoch
+		s.ver[1] = stampOf(epoch)
 	}
 	store := window.Counts{Prev: a.pushed[0] + s.x.peerAdm[0], Curr: a.pushed[1] + s.x.peerAdm[1]}
 	a.budget, a.spent = t.rule.Headroom(store, now), 0

@@ -107,7 +107,8 @@ type Entry struct {
 	// receiver admitted in Window and Window−1; the receiver's count in
 	// Window may grow to Grant, and by Rate more per window length from
 	// moment RateFrom on (Unix nanoseconds); Next is its grant for
-	// Window+1, and Told the report answered.
+	// Window+1, and Told the report answered (0: none, the counts of a key
+	// that went quiet, sent unasked).
 	Prev     int64
 	Grant    int64
 	Rate     int64

@@ -11,50 +11,141 @@ import (
 // admits from and the fleet's counts as the key's owner last told it, and,
 // on the owner, the key's book.
 type owned struct {
-	gen     uint32 // fleet generation owner was worked out in; 0: not yet
-	owner   uint32 // registry id of the key's owner
-	standby uint32 // registry id of the key's standby
-	// grant is how far this node's own count in window idx may grow
-	// without asking; next is its grant for window idx+1.
-	grant line
-	next  int64
-	// others is what every other node admitted in the slot's windows, as
-	// the owner last said.
-	others [2]int64
-	// heardAt is this node's own count in window idx when it last heard
-	// what the others admitted: what it admits beyond that, the owner has
-	// not counted unless it granted it.
-	heardAt int64
-	// told is the report whose answer was applied last.
-	told uint64
+	gen   uint32 // fleet generation owner was worked out in; 0: not yet
+	owner uint32 // registry id of the key's owner
 	// demand is the hits asked for since the last round, and last and
-	// before those of the two intervals before it (saturating counts).
-	demand, last, before int32
+	// before those of the two intervals before it (saturating counts: they
+	// weigh shares, and a key asked for 65,535 times an interval on one
+	// node is as busy as it needs to be to get its share).
+	demand, last, before uint16
 	// moved says the owner changed since the last report: the next one
 	// carries everything. unacked says an answer was applied since the
 	// last report: the owner counts this node as able to spend its old
 	// grant too until a report says the answer was applied. handover says
-	// this node owned the key and has yet to pass its book to the new
-	// owner; standbyStale, on the owner, that the standby changed and is
-	// to be sent everything.
-	// stranded says this node held a grant it had not spent when the
-	// window closed: the next round tells the owner what was spent.
+	// this node owned the key (or stood by for it) and has yet to pass its
+	// book to the new owner; standbyStale, on the owner, that the standby
+	// changed and is to be sent everything. stranded says this node held
+	// a grant it had not spent when the window closed: the next round
+	// tells the owner what was spent.
 	moved, unacked, handover, standbyStale, stranded bool
-	// book holds, on the key's owner, one account per other node that
-	// touched the key; on its standby, the counts the owner sent it.
-	book *book
+	// grant is how far this node's own count in window idx may grow
+	// without asking, as of when it was granted.
+	grant int64
+	// others is what every other node admitted in the slot's windows, as
+	// the owner last said.
+	others [2]int64
+	// told is the report whose answer was applied last.
+	told uint64
+	// ext holds what few keys need (nil for the rest).
+	ext *ownedExt
 }
+
+// ownedExt is what few keys need of owner allocation: a grant that grows
+// with time (a saturated sliding window) or reaches into the next window
+// (the end of a busy fixed one); on the key's standby, the owner's own
+// counts; and on the owner, or a standby that holds counts of incarnations
+// no longer live, the key's book.
+type ownedExt struct {
+	rate, from, next int64
+	held             [2]int64
+	heldFrom         uint32 // registry id of the owner held is of
+	book             *book
+}
+
+// bookOf returns the key's book here, or nil.
+func (o *owned) bookOf() *book {
+	if o.ext == nil {
+		return nil
+	}
+	return o.ext.book
+}
+
+// ensureBook returns the key's book here, starting one if there is none.
+func (o *owned) ensureBook() *book {
+	x := o.extend()
+	if x.book == nil {
+		x.book = &book{}
+	}
+	return x.book
+}
+
+// extend returns o.ext, allocating it if need be.
+func (o *owned) extend() *ownedExt {
+	if o.ext == nil {
+		o.ext = &ownedExt{}
+	}
+	return o.ext
+}
+
+// trim drops o.ext once it holds nothing.
+func (o *owned) trim() {
+	if x := o.ext; x != nil && *x == (ownedExt{}) {
+		o.ext = nil
+	}
+}
+
+// dropBook forgets the key's book here.
+func (o *owned) dropBook() {
+	if o.ext != nil {
+		o.ext.book = nil
+		o.trim()
+	}
+}
+
+// grantLine is the node's grant as a line.
+func (o *owned) grantLine() line {
+	if o.ext == nil {
+		return line{base: o.grant}
+	}
+	return line{base: o.grant, rate: o.ext.rate, from: o.ext.from}
+}
+
+// nextGrant is the node's grant for the window after the slot's.
+func (o *owned) nextGrant() int64 {
+	if o.ext == nil {
+		return 0
+	}
+	return o.ext.next
+}
+
+// setGrant sets the node's grant and its grant for the next window.
+func (o *owned) setGrant(g line, next int64) {
+	o.grant = g.base
+	if g.rate == 0 && next == 0 && o.ext == nil {
+		return
+	}
+	if g.rate == 0 {
+		g.from = 0
+	}
+	x := o.extend()
+	x.rate, x.from, x.next = g.rate, g.from, next
+	o.trim()
+}
+
+// grantAt is the node's grant at moment t of a window of length w ending at
+// end.
+func (o *owned) grantAt(t, end int64, w time.Duration) int64 {
+	if o.ext == nil || o.ext.rate == 0 {
+		return o.grant
+	}
+	return o.grantLine().at(t, end, w)
+}
+
+// owned returns the slot's owner-allocation state, or nil.
+func (s *slot) owned() *owned { return s.o }
 
 // othersAdmitted is what every other node admitted in the slot's windows,
 // as this node knows it: on the owner its book, on others what the owner
 // last said, and never less than a standby's copy of the owner's counts.
 func (o *owned) othersAdmitted() [2]int64 {
 	c := o.others
-	if o.book != nil {
-		var sum [2]int64
-		for i := range o.book.accts {
-			sum[0] += o.book.accts[i].adm[0]
-			sum[1] += o.book.accts[i].adm[1]
+	if x := o.ext; x != nil {
+		sum := x.held
+		if b := x.book; b != nil {
+			for i := range b.accts {
+				sum[0] += b.accts[i].adm[0]
+				sum[1] += b.accts[i].adm[1]
+			}
 		}
 		c = [2]int64{max(c[0], sum[0]), max(c[1], sum[1])}
 	}
@@ -78,26 +169,50 @@ func (o *owned) view(s *slot) window.Counts {
 	return window.Counts{Prev: s.own[0] + c[0], Curr: s.own[1] + c[1]}
 }
 
-func (o *owned) roll(shift, oldEnd int64, w time.Duration) {
+func (o *owned) roll(shift, oldEnd int64, w time.Duration, open int64) {
 	if shift == 1 {
 		o.others = [2]int64{o.others[1], 0}
 	} else {
 		o.others = [2]int64{}
 	}
-	o.heardAt = 0
-	o.grant, o.next = line{base: o.next}, 0
+	next := o.nextGrant()
 	if shift > 1 {
-		o.grant = line{}
+		next = 0
 	}
-	if o.book != nil {
-		o.book.roll(shift, oldEnd, w)
+	o.setGrant(line{base: next}, 0)
+	if x := o.ext; x != nil {
+		if shift == 1 {
+			x.held = [2]int64{x.held[1], 0}
+		} else {
+			x.held = [2]int64{}
+		}
+		if x.book != nil {
+			x.book.roll(shift, oldEnd, w, open)
+		}
+		o.trim()
+	}
+}
+
+// lapse voids the grants this node holds, and on the owner those it made,
+// down to what was admitted: what they left unspent may since have been
+// spent elsewhere.
+func (o *owned) lapse(s *slot) {
+	o.setGrant(line{base: s.own[1]}, 0)
+	o.moved = true
+	if b := o.bookOf(); b != nil {
+		for i := range b.accts {
+			a := &b.accts[i]
+			a.cur, a.hasWas = a.adm[1], false
+		}
+		b.lines = nil
 	}
 }
 
 // idle reports whether o holds nothing a later decision or peer needs.
 func (o *owned) idle() bool {
-	return o.grant == line{} && o.next == 0 && o.others == [2]int64{} &&
-		o.demand == 0 && o.last == 0 && o.before == 0 && (o.book == nil || len(o.book.accts) == 0)
+	b := o.bookOf()
+	return o.grant == 0 && o.others == [2]int64{} && o.demand == 0 && o.last == 0 && o.before == 0 &&
+		(o.ext == nil || o.ext.next == 0 && o.ext.held == [2]int64{} && (b == nil || len(b.accts) == 0))
 }
 
 // clock is a moment worked out once per decision: the time, the end of the
@@ -117,9 +232,9 @@ func (t *Table) clockOf(s *slot, elapsed time.Duration) clock {
 // its grant grows with time, and otherwise ask reports that the owner must
 // be asked.
 func (t *Table) decideOwned(s *slot, c clock, hits int64) (d window.Decision, ask bool) {
-	o := s.o
+	o := s.owned()
 	view := o.view(s)
-	if hits > 0 && s.own[1]+hits <= o.grant.at(c.now, c.end, t.rule.Window) {
+	if hits > 0 && s.own[1]+hits <= o.grantAt(c.now, c.end, t.rule.Window) {
 		view.Curr += hits
 		d = t.rule.DecideAt(view, c.elapsed, 0)
 		d.Allowed, d.RetryAfter = true, 0
@@ -134,11 +249,11 @@ func (t *Table) decideOwned(s *slot, c clock, hits int64) (d window.Decision, as
 		// opening back for every node, so they need no question.
 		return d, false
 	}
-	if o.grant.rate > 0 {
+	if g := o.grantLine(); g.rate > 0 {
 		// The key is saturated and the owner shares what the previous
 		// window's decay releases as it is released: asking would find
 		// no more.
-		if wait, ok := o.grant.until(s.own[1]+hits, c.now, c.end, t.rule.Window); ok {
+		if wait, ok := g.until(s.own[1]+hits, c.now, c.end, t.rule.Window); ok {
 			d.Allowed, d.RetryAfter = false, wait
 			return d, false
 		}
@@ -151,7 +266,7 @@ func (t *Table) decideOwned(s *slot, c clock, hits int64) (d window.Decision, as
 // window full the wait is exact; where they show room, that room is held as
 // other nodes' grants, which they give back at their next round.
 func (t *Table) refuseAnswered(s *slot, c clock, hits int64) window.Decision {
-	d := t.rule.DecideAt(s.o.view(s), c.elapsed, hits)
+	d := t.rule.DecideAt(s.owned().view(s), c.elapsed, hits)
 	if d.Allowed {
 		d.Allowed, d.Remaining, d.RetryAfter = false, 0, t.rule.SyncInterval
 	}
@@ -162,7 +277,7 @@ func (t *Table) refuseAnswered(s *slot, c clock, hits int64) window.Decision {
 // answer in time: the room this node's view shows may be the owner's to
 // give to others meanwhile. It is worth asking again after a sync interval.
 func (t *Table) refuseLate(s *slot, c clock, hits int64) window.Decision {
-	d := t.rule.DecideAt(s.o.view(s), c.elapsed, hits)
+	d := t.rule.DecideAt(s.owned().view(s), c.elapsed, hits)
 	if d.Allowed {
 		d.Allowed, d.RetryAfter = false, t.rule.SyncInterval
 	}
@@ -175,16 +290,17 @@ func (t *Table) refuseLate(s *slot, c clock, hits int64) window.Decision {
 // of its grant, so that however many nodes lose the owner at once, together
 // they admit at most what the fleet had left as they last heard.
 func (t *Table) admitAsked(s *slot, c clock, hits int64) window.Decision {
-	o := s.o
+	o := s.owned()
 	view := o.view(s)
 	d := t.rule.DecideAt(view, c.elapsed, hits)
 	live := int64(max(t.live.Load(), 1))
 	if !d.Allowed || hits == 0 || live == 1 {
 		return d
 	}
+	// What the owner counts this node for: its grant, all spent.
+	past := o.grantAt(c.now, c.end, t.rule.Window)
 	heard := view
-	heard.Curr -= s.own[1] - o.heardAt
-	past := max(o.heardAt, o.grant.at(c.now, c.end, t.rule.Window))
+	heard.Curr += past - s.own[1]
 	if room := t.rule.RemainingAt(heard, c.elapsed); s.own[1]+hits-past > room/live {
 		d.Allowed, d.RetryAfter = false, t.rule.SyncInterval
 	}
@@ -194,7 +310,9 @@ func (t *Table) admitAsked(s *slot, c clock, hits int64) window.Decision {
 // applyAnswer folds an owner's answer for window w into the key's lease; the
 // slot is rolled to w or beyond.
 func (o *owned) applyAnswer(s *slot, e *Entry) {
-	if e.Told == o.told && o.told != 0 {
+	if e.Told == 0 {
+		// Told 0 answers no report: the fleet's counts of a key that has
+		// gone quiet, sent unasked.
 		o.applySettled(s, e)
 		return
 	}
@@ -211,7 +329,6 @@ func (o *owned) applySettled(s *slot, e *Entry) {
 	switch s.pos(e.Window) {
 	case 1:
 		o.others = [2]int64{max(o.others[0], e.Prev), max(o.others[1], e.Admitted)}
-		o.heardAt = s.own[1]
 	case 0:
 		o.others[0] = max(o.others[0], e.Admitted)
 	}
@@ -224,16 +341,18 @@ func (o *owned) fold(s *slot, e *Entry) {
 	switch s.pos(e.Window) {
 	case 1:
 		o.others = [2]int64{max(o.others[0], e.Prev), max(o.others[1], e.Admitted)}
-		o.heardAt = s.own[1]
-		if g := (line{base: e.Grant, rate: e.Rate, from: e.RateFrom}); g != o.grant {
-			o.grant, o.unacked = g, true
+		g, next := line{base: e.Grant, rate: e.Rate, from: e.RateFrom}, max(o.nextGrant(), e.Next)
+		if g != o.grantLine() {
+			o.unacked = true
 		}
-		o.next = max(o.next, e.Next)
+		o.setGrant(g, next)
 	case 0:
 		// Answered in the window before this node's: only the grant for
 		// the next window (this one) and the old counts still matter.
 		o.others[0] = max(o.others[0], e.Admitted)
-		o.grant.base = max(o.grant.base, e.Next)
+		g := o.grantLine()
+		g.base = max(g.base, e.Next)
+		o.setGrant(g, o.nextGrant())
 	}
 }
 
@@ -245,7 +364,7 @@ func (o *owned) need() int64 { return int64(min(o.last, o.before)) }
 
 // addDemand counts hits asked for, saturating.
 func (o *owned) addDemand(hits int64) {
-	o.demand = int32(min(int64(o.demand)+hits, math.MaxInt32))
+	o.demand = uint16(min(int64(o.demand)+hits, math.MaxUint16))
 }
 
 // rotate starts a sync interval's demand count.
@@ -257,12 +376,12 @@ func (o *owned) rotate() {
 // reports covers a sync interval and the round trip to the owner: what it
 // spends before the grant it asks for can land.
 func (t *Table) reportEntry(s *slot, ask int64) Entry {
-	o := s.o
+	o := s.owned()
 	need := o.need()
 	if rtt, every := t.rtt.of(o.owner), int64(t.rule.SyncInterval); rtt > 0 && need > 0 {
 		need = mulDivUp(need, every+min(rtt, 8*every), every)
 	}
 	return Entry{Key: s.key, Window: s.idx, Admitted: s.own[1], Prev: s.own[0],
-		Grant: o.grant.base, Rate: o.grant.rate, RateFrom: o.grant.from,
+		Grant: o.grant, Rate: o.grantLine().rate, RateFrom: o.grantLine().from,
 		Need: need, Ask: ask, Told: o.told}
 }

@@ -150,11 +150,11 @@ func TestOwnedSmallCountIsExact(t *testing.T) {
 // allocation.
 func leaseOf(r *Replica, key string) owned {
 	t := r.Table("api")
-	sh := t.shardOf(key)
+	sh, h := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s := sh.lookup(key, 0, false); s != nil && s.o != nil {
-		return *s.o
+	if s := sh.lookup(key, h, 0, false); s != nil && s.owned() != nil {
+		return *s.owned()
 	}
 	return owned{}
 }
@@ -181,7 +181,7 @@ func TestOwnedOwnerUnreachable(t *testing.T) {
 	if l.others[1] != 30 {
 		t.Fatalf("node %d heard the others admitted %d, want 30", other, l.others[1])
 	}
-	grant := l.grant.base
+	grant := l.grant
 	f.down[f.nodes[own].Self().Node] = true
 	admitted := int64(0)
 	for i := range 30 {
@@ -189,8 +189,9 @@ func TestOwnedOwnerUnreachable(t *testing.T) {
 			admitted++
 		}
 	}
-	// Its share is a third of what was left when it last heard.
-	left := 60 - 30 - l.heardAt
+	// Its share is a third of what was left when it last heard, its grant
+	// counted as spent.
+	left := 60 - 30 - grant
 	if most := grant - 6 + left/3; admitted < 1 || admitted > most {
 		t.Fatalf("with the owner unreachable node %d admitted %d, want 1 … %d (its grant's %d left and a third of the %d left)",
 			other, admitted, most, grant-6, left)
@@ -260,4 +261,69 @@ func TestOwnedNeverOvershoots(t *testing.T) {
 			rt.Fatal(s.over)
 		}
 	})
+}
+
+// TestOwnedPartitionHealCountsOnce checks that a key's counts are counted
+// once everywhere after its owner is cut off, its standby takes over, and
+// the owner comes back: the standby hands back what it held and keeps no
+// second copy of what the owner then tells it.
+func TestOwnedPartitionHealCountsOnce(t *testing.T) {
+	f := newOwnedFleet(t, 3, ownedRule(100, time.Minute, window.Fixed))
+	// A key that node 1 owns with node 0 its standby.
+	key := ""
+	for k := range 1000 {
+		cand := fmt.Sprint("key-", k)
+		o, sb := f.nodes[0].Table("api").fleet.Load().rank(cand)
+		if f.nodes[0].reg.inc(o) == f.nodes[1].Self() && f.nodes[0].reg.inc(sb) == f.nodes[0].Self() {
+			key = cand
+			break
+		}
+	}
+	if key == "" {
+		t.Fatal("no key owned by node 1 with node 0 its standby")
+	}
+	now := t0 + sec
+	tick := func() {
+		now += int64(100 * time.Millisecond)
+		f.tick(now)
+	}
+	admit := func(i, n int) {
+		for range n {
+			if d := f.allow(i, now, key, 1); !d.Allowed {
+				t.Fatalf("node %d refused: %+v", i, d)
+			}
+		}
+	}
+	admit(1, 5)
+	admit(2, 3)
+	admit(0, 2)
+	tick()
+	tick()
+	// Node 1 is cut off: nodes 0 and 2 see each other only.
+	all := []Incarnation{f.nodes[0].Self(), f.nodes[1].Self(), f.nodes[2].Self()}
+	f.nodes[0].SetPeers([]Incarnation{all[0], all[2]})
+	f.nodes[2].SetPeers([]Incarnation{all[0], all[2]})
+	f.nodes[1].SetPeers([]Incarnation{all[1]})
+	f.down[all[1].Node] = true
+	tick()
+	tick()
+	admit(2, 1)
+	tick()
+	// Healed.
+	for _, rp := range f.nodes {
+		rp.SetPeers(all)
+	}
+	f.down[all[1].Node] = false
+	tick()
+	tick()
+	// The owner, back, admits more: its standby hears of it.
+	admit(1, 1)
+	for range 6 {
+		tick()
+	}
+	for i, rp := range f.nodes {
+		if _, view := rp.Table("api").Counts(key, now); view.Curr != 12 {
+			t.Errorf("node %d sees %d admitted, want the 12 admitted", i, view.Curr)
+		}
+	}
 }

@@ -459,7 +459,7 @@ func (r *Replica) sortedPeers() []Incarnation {
 func filterSince(all []stamped, since, minSince uint64) []Entry {
 	out := make([]Entry, 0, len(all))
 	for i := range all {
-		if since == minSince || all[i].ver >= since {
+		if since == minSince || changedSince(all[i].ver, since) {
 			out = append(out, all[i].Entry)
 		}
 	}
@@ -548,6 +548,8 @@ func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
 				if a, ok = t.report(id, e, now, d.Seq); ok {
 					answers = append(answers, routed{to: fromID, inc: r.selfID, kind: KindAnswer, rule: rd.Rule, e: a})
 				}
+			case owns && d.Kind == KindStandby && id == fromID:
+				ok = t.hold(id, e, now)
 			case owns:
 				// Counts of other incarnations: passed on in a report or
 				// sent to this node as a key's standby, kept here; from a

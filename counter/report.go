@@ -16,7 +16,7 @@ func (t *Table) lease(s *slot) *owned {
 	if s.o == nil {
 		s.o = &owned{}
 	}
-	o := s.o
+	o := s.owned()
 	f := t.fleet.Load()
 	if o.gen == f.gen {
 		return o
@@ -30,25 +30,70 @@ func (t *Table) lease(s *slot) *owned {
 	if o.gen != 0 {
 		if owner != o.owner {
 			o.moved = true
-			if o.book != nil {
+			if x := o.ext; x != nil && (x.book != nil || x.heldFrom != 0) {
 				// What this node held as the key's owner or standby goes
 				// to the new owner at the next round: a restarted owner
 				// is a new owner that has forgotten its book.
 				o.handover = true
 			}
 		}
-		if standby != o.standby {
-			o.standbyStale = true
-		}
 	}
-	o.owner, o.standby, o.gen = owner, standby, f.gen
+	o.owner, o.gen = owner, f.gen
 	if owner == t.self {
 		o.handover = false
-		if o.book == nil {
-			o.book = &book{}
+		b := o.ensureBook()
+		if b.standby != standby {
+			b.standby, o.standbyStale = standby, true
+		}
+		if x := o.ext; x.heldFrom != 0 {
+			// Standby no more but owner: the owner's counts it kept
+			// are its account now.
+			i := b.find(x.heldFrom)
+			a := &b.accts[i]
+			a.adm = [2]int64{max(a.adm[0], x.held[0]), max(a.adm[1], x.held[1])}
+			x.held, x.heldFrom = [2]int64{}, 0
 		}
 	}
 	return o
+}
+
+// hold keeps, on a key's standby, what the key's owner from says of its own
+// counts; a copy from another owner than before first passes the earlier
+// one into the book, as counts of the incarnation they are of.
+func (t *Table) hold(from uint32, e *Entry, now int64) bool {
+	if from == t.self || e.Admitted < 0 || e.Admitted > maxEntry || e.Prev < 0 || e.Prev > maxEntry {
+		return false
+	}
+	sh, s, p := t.ownedSlot(e.Key, e.Window, now)
+	if s == nil {
+		return false
+	}
+	defer sh.mu.Unlock()
+	o := t.lease(s)
+	if o.owner == t.self {
+		t.book(s, from, e)
+		return true
+	}
+	if b := o.bookOf(); b != nil && b.has(from) {
+		// The book already counts that incarnation: its copy goes there,
+		// so that it is not counted twice.
+		t.book(s, from, e)
+		return true
+	}
+	x := o.extend()
+	if x.heldFrom != from && x.heldFrom != 0 && x.held != [2]int64{} {
+		b := o.ensureBook()
+		i := b.find(x.heldFrom)
+		a := &b.accts[i]
+		a.adm = [2]int64{max(a.adm[0], x.held[0]), max(a.adm[1], x.held[1])}
+		x.held = [2]int64{}
+	}
+	x.heldFrom = from
+	x.held[p] = max(x.held[p], e.Admitted)
+	if p == 1 {
+		x.held[0] = max(x.held[0], e.Prev)
+	}
+	return true
 }
 
 // routed is an entry due to another node: its registry id, the
@@ -91,16 +136,33 @@ func (t *Table) roundOwned(now int64, since uint64, out []routed) []routed {
 		if o.handover {
 			// Ownership moved away: the new owner gets every count this
 			// node held for others.
-			for _, a := range o.book.accts {
-				out = append(out, routed{to: o.owner, inc: a.inc, kind: KindReport, rule: t.rule.Name,
-					e: Entry{Key: s.key, Window: s.idx, Admitted: a.adm[1], Prev: a.adm[0]}})
+			x := o.ext
+			if b := x.book; b != nil {
+				for _, a := range b.accts {
+					out = append(out, routed{to: o.owner, inc: a.inc, kind: KindReport, rule: t.rule.Name,
+						e: Entry{Key: s.key, Window: s.idx, Admitted: a.adm[1], Prev: a.adm[0]}})
+				}
 			}
-			if o.standby != t.self {
-				o.book = nil
+			if x.heldFrom != 0 && x.heldFrom != o.owner {
+				out = append(out, routed{to: o.owner, inc: x.heldFrom, kind: KindReport, rule: t.rule.Name,
+					e: Entry{Key: s.key, Window: s.idx, Admitted: x.held[1], Prev: x.held[0]}})
 			}
+			x.held, x.heldFrom = [2]int64{}, 0
+			if _, standby := t.fleet.Load().rank(s.key); standby != t.self || x.book == nil {
+				x.book = nil
+			} else {
+				// The new owner's standby keeps what only it then holds:
+				// the counts of incarnations no longer live. Live ones
+				// report to the new owner themselves.
+				x.book.keep(func(a *account) bool { return !alive(a.inc) })
+				if len(x.book.accts) == 0 {
+					x.book = nil
+				}
+			}
+			o.trim()
 			o.handover = false
 		}
-		if o.moved || o.unacked || o.stranded || o.last > 0 || o.grant.base > s.own[1] || o.grant.rate > 0 || s.ver[1] >= since || s.ver[0] >= since {
+		if o.moved || o.unacked || o.stranded || o.last > 0 || o.grant > s.own[1] || o.ext != nil && (o.ext.rate > 0 || o.ext.next > 0) || changedSince(s.ver[1], since) || changedSince(s.ver[0], since) {
 			out = append(out, routed{to: o.owner, inc: t.self, kind: KindReport, rule: t.rule.Name, e: t.reportEntry(s, 0)})
 			o.moved, o.unacked, o.stranded = false, false, false
 		}
@@ -117,16 +179,16 @@ func (t *Table) roundOwned(now int64, since uint64, out []routed) []routed {
 // since, and the counts of incarnations no longer live that the standby
 // has not had.
 func (t *Table) spread(s *slot, since uint64, alive func(uint32) bool, out []routed) []routed {
-	o := s.o
+	o := s.owned()
 	all := o.standbyStale
-	if all || s.ver[1] >= since || s.ver[0] >= since {
-		out = append(out, routed{to: o.standby, inc: t.self, kind: KindStandby, rule: t.rule.Name,
+	if all || changedSince(s.ver[1], since) || changedSince(s.ver[0], since) {
+		out = append(out, routed{to: o.bookOf().standby, inc: t.self, kind: KindStandby, rule: t.rule.Name,
 			e: Entry{Key: s.key, Window: s.idx, Admitted: s.own[1], Prev: s.own[0]}})
 	}
-	for i := range o.book.accts {
-		a := &o.book.accts[i]
+	for i := range o.bookOf().accts {
+		a := &o.bookOf().accts[i]
 		if (all || !a.spread) && !alive(a.inc) && a.adm != [2]int64{} {
-			out = append(out, routed{to: o.standby, inc: a.inc, kind: KindStandby, rule: t.rule.Name,
+			out = append(out, routed{to: o.bookOf().standby, inc: a.inc, kind: KindStandby, rule: t.rule.Name,
 				e: Entry{Key: s.key, Window: s.idx, Admitted: a.adm[1], Prev: a.adm[0]}})
 			a.spread = true
 		}
@@ -136,24 +198,26 @@ func (t *Table) spread(s *slot, since uint64, alive func(uint32) bool, out []rou
 }
 
 // tellSettled sends, from the key's owner, the fleet's counts to every live
-// contributor that has not heard them, once the key has gone a whole round
+// contributor that has not heard them (an answer with Told 0, which answers
+// no report), once the key has gone a whole round
 // without changing: a key that keeps changing is told in the answers to its
 // reports, and one that went quiet is told once, so that every node's view
 // settles without a message per change to each.
 func (t *Table) tellSettled(s *slot, alive func(uint32) bool, out []routed) []routed {
-	b := s.o.book
+	b := s.o.bookOf()
 	adm := b.admitted(s)
-	sum := uint32(adm.Curr)
+	sum := uint16(adm.Curr)
 	if sum == b.roundSum && sum != b.toldSum {
 		for i := range b.accts {
 			a := &b.accts[i]
-			if a.told == sum || a.answered == 0 || !alive(a.inc) {
+			if a.told == sum || a.seq == 0 || !alive(a.inc) {
 				continue
 			}
 			a.told = sum
+			g := b.curLine(i)
 			out = append(out, routed{to: a.inc, inc: t.self, kind: KindAnswer, rule: t.rule.Name,
 				e: Entry{Key: s.key, Window: s.idx, Admitted: adm.Curr - a.adm[1], Prev: adm.Prev - a.adm[0],
-					Grant: a.cur.base, Rate: a.cur.rate, RateFrom: a.cur.from, Next: a.next, Told: a.answered}})
+					Grant: g.base, Rate: g.rate, RateFrom: g.from, Next: b.next(i)}})
 		}
 		b.toldSum = sum
 	}
@@ -172,23 +236,23 @@ func (t *Table) resendTo(id uint32) {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		for j := range sh.slots {
-			o := sh.slots[j].o
+			o := sh.slots[j].owned()
 			if o == nil {
 				continue
 			}
 			if o.owner == id {
 				o.moved = true
 			}
-			if o.standby == id {
-				o.standbyStale = true
-			}
-			if o.book != nil {
-				for k := range o.book.accts {
-					if o.book.accts[k].inc == id {
-						o.book.accts[k].told = ^o.book.toldSum
+			if o.bookOf() != nil {
+				if o.bookOf().standby == id {
+					o.standbyStale = true
+				}
+				for k := range o.bookOf().accts {
+					if o.bookOf().accts[k].inc == id {
+						o.bookOf().accts[k].told = ^o.bookOf().toldSum
 					}
 				}
-				o.book.toldSum = ^o.book.roundSum
+				o.bookOf().toldSum = ^o.bookOf().roundSum
 			}
 		}
 		sh.mu.Unlock()
@@ -241,20 +305,16 @@ func (t *Table) book(s *slot, inc uint32, e *Entry) {
 	if p < 0 {
 		return
 	}
-	o := s.o
-	if o.book == nil {
-		o.book = &book{}
-	}
-	a := o.book.account(inc)
+	o := s.owned()
+	o.ensureBook()
+	b := o.bookOf()
+	i := b.find(inc)
+	a := &b.accts[i]
 	if a.adm[p] < e.Admitted {
 		a.adm[p], a.spread = e.Admitted, false
 	}
 	if p == 1 && a.adm[0] < e.Prev {
 		a.adm[0], a.spread = e.Prev, false
-	}
-	if p == 1 && o.owner != t.self {
-		// A standby's copy of the owner's counts is news of the others.
-		o.heardAt = s.own[1]
 	}
 }
 
@@ -272,20 +332,21 @@ func (t *Table) report(inc uint32, e *Entry, now int64, seq uint64) (Entry, bool
 	if e.Window > idx+1 || e.Window < idx-1 {
 		return Entry{}, false
 	}
-	sh := t.shardOf(e.Key)
+	sh, h := t.shardOf(e.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.lookup(e.Key, idx, true)
-	s.roll(idx, t.rule.Window)
+	s := sh.lookup(e.Key, h, idx, true)
+	if s == nil {
+		return Entry{}, false
+	}
+	s.roll(idx, t.rule.Window, t.opening())
 	if s.idx > idx {
 		// Rolled ahead before owners kept to their own clock (a mode
 		// switch): grant from no window this node has not reached.
 		elapsed = 0
 	}
 	o := t.lease(s)
-	if o.book == nil {
-		o.book = &book{}
-	}
+	o.ensureBook()
 	if o.owner != t.self {
 		o.handover = true
 	}
@@ -306,35 +367,40 @@ func (t *Table) report(inc uint32, e *Entry, now int64, seq uint64) (Entry, bool
 // as its grant there; and it gets no more there until this node's clock
 // gets there too.
 func (t *Table) answerAhead(s *slot, inc uint32, e *Entry, seq uint64) (Entry, bool) {
-	a := s.o.book.account(inc)
+	b := s.o.bookOf()
+	i := b.find(inc)
+	a := &b.accts[i]
 	if a.adm[1] < e.Prev {
 		a.adm[1], a.spread = e.Prev, false
 	}
-	a.next = max(a.next, e.Admitted)
-	if seq < a.heard {
+	next := max(b.next(i), e.Admitted)
+	b.setLines(i, b.curLine(i), b.wasLine(i), next)
+	if a.seq != 0 && seqBefore(seq32(seq), a.seq) {
 		return Entry{}, false
 	}
-	a.heard, a.answered = seq, seq
-	a.cur, a.was, a.hasWas = line{base: a.adm[1]}, line{}, false
-	adm := s.o.book.admitted(s)
-	return Entry{Key: s.key, Window: e.Window, Prev: adm.Curr - a.adm[1], Grant: a.next, Told: seq}, true
+	a.seq, a.hasWas = seq32(seq), false
+	b.setLines(i, line{base: a.adm[1]}, line{}, next)
+	adm := b.admitted(s)
+	return Entry{Key: s.key, Window: e.Window, Prev: adm.Curr - a.adm[1], Grant: next, Told: seq}, true
 }
 
 // answerBehind answers a report from a node whose clock is still in the
 // window before this node's: it may spend there what its grant came to,
 // and no more, since the rest of the fleet has left that window.
 func (t *Table) answerBehind(s *slot, inc uint32, e *Entry, seq uint64) (Entry, bool) {
-	a := s.o.book.account(inc)
+	b := s.o.bookOf()
+	i := b.find(inc)
+	a := &b.accts[i]
 	if a.adm[0] < e.Admitted {
 		a.adm[0], a.spread = e.Admitted, false
 	}
-	if seq < a.heard {
+	if a.seq != 0 && seqBefore(seq32(seq), a.seq) {
 		return Entry{}, false
 	}
-	a.heard, a.answered = seq, seq
-	adm := s.o.book.admitted(s)
+	a.seq = seq32(seq)
+	adm := b.admitted(s)
 	return Entry{Key: s.key, Window: e.Window, Admitted: adm.Prev - a.adm[0],
-		Grant: max(a.prevCap, a.adm[0]), Next: a.cur.base, Told: seq}, true
+		Grant: max(a.prevCap(), a.adm[0]), Next: a.cur, Told: seq}, true
 }
 
 func validReport(e *Entry) bool {
@@ -387,10 +453,10 @@ func (r *Replica) Views(now int64) *Delta {
 			sh.mu.Lock()
 			for j := range sh.slots {
 				s := &sh.slots[j]
-				if s.key == "" || s.o == nil {
+				if s.key == "" || s.owned() == nil {
 					continue
 				}
-				s.roll(idx, t.rule.Window)
+				s.roll(idx, t.rule.Window, t.opening())
 				if v := s.o.view(s); v != (window.Counts{}) {
 					entries = append(entries, Entry{Key: s.key, Window: s.idx, Admitted: v.Curr, Prev: v.Prev})
 				}
@@ -446,7 +512,7 @@ func (t *Table) restoreView(e *Entry, now int64) bool {
 	if s.o == nil {
 		s.o = &owned{}
 	}
-	o := s.o
+	o := s.owned()
 	o.others[p] = max(o.others[p], e.Admitted)
 	if p == 1 {
 		o.others[0] = max(o.others[0], e.Prev)
@@ -462,7 +528,7 @@ func (t *Table) remark() {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		for j := range sh.slots {
-			if o := sh.slots[j].o; o != nil {
+			if o := sh.slots[j].owned(); o != nil {
 				o.moved = true
 			}
 		}

@@ -157,11 +157,11 @@ func (r *Replica) Settle(now int64, rule, key string, hits int64, outcome Outcom
 // question is the report that asks key's owner for hits.
 func (t *Table) question(key string, now, hits int64) (routed, bool) {
 	idx := window.Index(now, t.rule.Window)
-	sh := t.shardOf(key)
+	sh, h := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.lookup(key, idx, false)
-	if s == nil || s.o == nil || !t.owns() {
+	s := sh.lookup(key, h, idx, false)
+	if s == nil || s.owned() == nil || !t.owns() {
 		return routed{}, false
 	}
 	o := t.lease(s)

@@ -13,9 +13,10 @@ type slot struct {
 	idx int64
 	// own holds this incarnation's admitted hits; exact, never merged.
 	own [2]int64
-	// ver holds the table epoch of the last change to own, 0 for none, so a
-	// delta sends only what changed since the last send.
-	ver [2]uint64
+	// ver holds the table epoch (modulo 2^32, never 0) of the last change to
+	// own, 0 for none, so a delta sends only what changed since the last
+	// send.
+	ver [2]uint32
 	// x holds what only a clustered key needs; nil on a lone node keeps a
 	// key small.
 	x *shared
@@ -64,16 +65,17 @@ func (s *slot) pos(w int64) int {
 	return -1
 }
 
-// roll moves the slot forward so that idx is its newest window. Counts of
+// roll moves the slot forward so that idx is its newest window; open is
+// the opening (owner allocation) every node had in the window that closes. Counts of
 // windows that fall out are forgotten, including those of peers, which is
 // how a dead incarnation's entries leave: only once their windows expire.
-func (s *slot) roll(idx int64, w time.Duration) {
+func (s *slot) roll(idx int64, w time.Duration, open int64) {
 	shift := idx - s.idx
 	if shift <= 0 {
 		return
 	}
 	oldEnd := (s.idx + 1) * int64(w)
-	if s.o != nil && shift == 1 && s.o.grant.at(oldEnd, oldEnd, w) > s.own[1] {
+	if s.owned() != nil && shift == 1 && s.o.grantAt(oldEnd, oldEnd, w) > s.own[1] {
 		// The owner counts the unspent grant as admitted in the window
 		// that closed, until this node says what it admitted there.
 		s.o.stranded = true
@@ -81,15 +83,15 @@ func (s *slot) roll(idx int64, w time.Duration) {
 	s.idx = idx
 	if shift == 1 {
 		s.own = [2]int64{s.own[1], 0}
-		s.ver = [2]uint64{s.ver[1], 0}
+		s.ver = [2]uint32{s.ver[1], 0}
 	} else {
-		s.own, s.ver = [2]int64{}, [2]uint64{}
+		s.own, s.ver = [2]int64{}, [2]uint32{}
 	}
 	if s.x != nil {
 		s.x.roll(shift, idx)
 	}
-	if s.o != nil {
-		s.o.roll(shift, oldEnd, w)
+	if s.owned() != nil {
+		s.o.roll(shift, oldEnd, w, open)
 	}
 }
 
@@ -175,4 +177,21 @@ func (x *shared) mergePeer(inc uint32, p int, adm, dem int64) {
 		x.peerDem[p] += dem - e.dem[p]
 		e.dem[p] = dem
 	}
+}
+
+// stampOf is the stamp a change made in epoch e carries: e modulo 2^32,
+// never 0, which stands for no change.
+func stampOf(e uint64) uint32 {
+	if v := uint32(e); v != 0 {
+		return v
+	}
+	return 1
+}
+
+// changedSince reports whether a change stamped v was made at or after
+// epoch since (0: at any time). Epochs are compared modulo 2^32, which holds
+// while a slot's changes are fewer than 2^31 rounds old: a slot lives two
+// windows.
+func changedSince(v uint32, since uint64) bool {
+	return v != 0 && (since == 0 || int32(v-stampOf(since)) >= 0)
 }

@@ -52,20 +52,24 @@ type Table struct {
 
 type shard struct {
 	mu    sync.Mutex
-	index map[string]int32
+	seed  maphash.Seed // the table's
+	keys  keyIndex
 	slots []slot
 	free  []int32
 	_     [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
+// hashAt is the hash of the key in the slot at position i.
+func (sh *shard) hashAt(i int32) uint64 { return maphash.String(sh.seed, sh.slots[i].key) }
+
 func newTable(rule window.Rule, reg *registry, rtt *roundTrips, self uint32) *Table {
 	t := &Table{rule: rule, reg: reg, rtt: rtt, self: self, seed: maphash.MakeSeed(), shards: new([shardCount]shard)}
+	for i := range t.shards {
+		t.shards[i].seed = t.seed
+	}
 	t.policy = policyFor(rule.Allocation)
 	t.epoch.Store(1)
 	t.live.Store(1)
-	for i := range t.shards {
-		t.shards[i].index = make(map[string]int32)
-	}
 	return t
 }
 
@@ -80,12 +84,20 @@ func (old *Table) successor(rule window.Rule) *Table {
 	t.aliveBy.Store(old.aliveBy.Load())
 	t.fleet.Store(old.fleet.Load())
 	t.nextSync.Store(old.nextSync.Load())
+	// Grants made before the rule synced another way stand for room that
+	// other nodes may since have spent under that way (a strict log, say):
+	// they lapse, and every node asks again.
+	lapse := old.rule.Allocation != rule.Allocation || old.rule.IsStrict() != rule.IsStrict()
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		for j := range sh.slots {
-			if x := sh.slots[j].x; x != nil {
-				x.alloc.reset(rule.Count, sh.slots[j].own)
+			s := &sh.slots[j]
+			if x := s.x; x != nil {
+				x.alloc.reset(rule.Count, s.own)
+			}
+			if o := s.o; o != nil && lapse {
+				o.lapse(s)
 			}
 		}
 		sh.mu.Unlock()
@@ -106,14 +118,17 @@ func (t *Table) alive() func(uint32) bool {
 // Rule returns the rule the table counts for.
 func (t *Table) Rule() window.Rule { return t.rule }
 
-func (t *Table) shardOf(key string) *shard {
-	return &t.shards[maphash.String(t.seed, key)%shardCount]
+// shardOf returns key's shard and the key's hash, which finds it there.
+func (t *Table) shardOf(key string) (*shard, uint64) {
+	h := maphash.String(t.seed, key)
+	return &t.shards[h%shardCount], h
 }
 
-// lookup returns the slot for key, creating it if create is set; the caller
+// lookup returns the slot for key, whose hash is h, creating it if create
+// is set (nil only when the shard holds maxShardSlots keys); the caller
 // holds sh.mu.
-func (sh *shard) lookup(key string, idx int64, create bool) *slot {
-	if i, ok := sh.index[key]; ok {
+func (sh *shard) lookup(key string, h uint64, idx int64, create bool) *slot {
+	if i, ok := sh.keys.find(h, key, sh.slots); ok {
 		return &sh.slots[i]
 	}
 	if !create {
@@ -125,12 +140,21 @@ func (sh *shard) lookup(key string, idx int64, create bool) *slot {
 	if n := len(sh.free); n > 0 {
 		i = sh.free[n-1]
 		sh.free = sh.free[:n-1]
+	} else if len(sh.slots) >= maxShardSlots {
+		return nil
 	} else {
+		if len(sh.slots) == cap(sh.slots) {
+			// Grown by a sixteenth, not doubled: a table of a million keys
+			// then leaves a few percent of its slots unused, not a quarter.
+			grown := make([]slot, len(sh.slots), len(sh.slots)+len(sh.slots)/16+8)
+			copy(grown, sh.slots)
+			sh.slots = grown
+		}
 		sh.slots = append(sh.slots, slot{})
 		i = int32(len(sh.slots) - 1)
 	}
 	sh.slots[i] = slot{key: key, idx: idx}
-	sh.index[key] = i
+	sh.keys.insert(h, i, sh.hashAt)
 	return &sh.slots[i]
 }
 
@@ -169,10 +193,16 @@ const (
 func (t *Table) try(key string, now, hits int64, how asking) (d window.Decision, ask bool) {
 	idx, elapsed := window.Position(now, t.rule.Window)
 	live := t.live.Load()
-	sh := t.shardOf(key)
+	sh, h := t.shardOf(key)
 	sh.mu.Lock()
-	s := sh.lookup(key, idx, true)
-	s.roll(idx, t.rule.Window)
+	s := sh.lookup(key, h, idx, true)
+	if s == nil {
+		// The shard is full (a billion keys): decided as a key seen for the
+		// first time, and not remembered.
+		sh.mu.Unlock()
+		return t.rule.DecideAt(window.Counts{}, elapsed, hits), false
+	}
+	s.roll(idx, t.rule.Window, t.opening())
 	owned := t.owns()
 	if s.x == nil && live > 1 && !owned {
 		s.x = t.newShared(s)
@@ -213,7 +243,7 @@ func (t *Table) decideByOwner(s *slot, elapsed time.Duration, hits int64, how as
 	}
 	if d.Allowed && hits > 0 {
 		s.own[1] += hits
-		s.ver[1] = t.epoch.Load()
+		s.ver[1] = stampOf(t.epoch.Load())
 	}
 	return d, false
 }
@@ -237,7 +267,7 @@ func (t *Table) syncEvery() time.Duration {
 func (t *Table) decide(s *slot, now, idx int64, elapsed time.Duration, hits int64, live int32) window.Decision {
 	own, view := s.counts(idx)
 	p := s.pos(idx)
-	if s.o != nil && p == 1 {
+	if s.owned() != nil && p == 1 {
 		// What an owner-allocated key learnt of the others still counts
 		// on a node left alone, or after the rule moved to another policy.
 		view = s.o.floor(s, view)
@@ -261,7 +291,7 @@ func (t *Table) decide(s *slot, now, idx int64, elapsed time.Duration, hits int6
 		}
 		if d.Allowed {
 			s.own[p] += hits
-			s.ver[p] = t.epoch.Load()
+			s.ver[p] = stampOf(t.epoch.Load())
 		}
 	}
 	return d
@@ -278,16 +308,16 @@ func (t *Table) newShared(s *slot) *shared {
 // itself as its peers count it. Nothing is recorded.
 func (t *Table) Counts(key string, now int64) (own, view window.Counts) {
 	idx := window.Index(now, t.rule.Window)
-	sh := t.shardOf(key)
+	sh, h := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.lookup(key, idx, false)
+	s := sh.lookup(key, h, idx, false)
 	if s == nil {
 		return own, view
 	}
-	s.roll(idx, t.rule.Window)
+	s.roll(idx, t.rule.Window, t.opening())
 	own, view = s.counts(idx)
-	if o := s.o; o != nil && s.pos(idx) == 1 {
+	if o := s.owned(); o != nil && s.pos(idx) == 1 {
 		view = o.floor(s, view)
 		if t.owns() {
 			return own, view
@@ -308,7 +338,7 @@ func (t *Table) Len() int {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		n += len(sh.index)
+		n += sh.keys.n
 		sh.mu.Unlock()
 	}
 	return n
@@ -363,10 +393,14 @@ func (t *Table) slotFor(key string, win, now int64) (*shard, *slot, int) {
 	if win > idx+1 || win < idx-1 {
 		return nil, nil, -1
 	}
-	sh := t.shardOf(key)
+	sh, h := t.shardOf(key)
 	sh.mu.Lock()
-	s := sh.lookup(key, max(idx, win), true)
-	s.roll(max(idx, win), t.rule.Window)
+	s := sh.lookup(key, h, max(idx, win), true)
+	if s == nil {
+		sh.mu.Unlock()
+		return nil, nil, -1
+	}
+	s.roll(max(idx, win), t.rule.Window, t.opening())
 	p := s.pos(win)
 	if p < 0 {
 		sh.mu.Unlock()
@@ -405,9 +439,9 @@ func (t *Table) eachKept(idx int64, f func(s *slot)) {
 			if s.key == "" {
 				continue
 			}
-			s.roll(idx, t.rule.Window)
+			s.roll(idx, t.rule.Window, t.opening())
 			if s.idx < idx-1 || s.empty() {
-				sh.remove(int32(j))
+				sh.remove(int32(j), maphash.String(t.seed, s.key))
 				continue
 			}
 			f(s)
@@ -418,14 +452,16 @@ func (t *Table) eachKept(idx int64, f func(s *slot)) {
 
 // empty reports whether nothing is held for the slot's windows.
 func (s *slot) empty() bool {
-	if s.own != [2]int64{} || s.o != nil && !s.o.idle() {
+	if s.own != [2]int64{} || s.owned() != nil && !s.o.idle() {
 		return false
 	}
 	return s.x == nil || s.x.demand == [2]int64{} && len(s.x.peers) == 0
 }
 
-func (sh *shard) remove(i int32) {
-	delete(sh.index, sh.slots[i].key)
+// remove drops the slot at position i, whose key has hash h; the caller
+// holds sh.mu.
+func (sh *shard) remove(i int32, h uint64) {
+	sh.keys.remove(h, i, sh.hashAt)
 	sh.slots[i] = slot{}
 	sh.free = append(sh.free, i)
 }
@@ -433,13 +469,13 @@ func (sh *shard) remove(i int32) {
 // stamped is an own entry with the epoch it last changed in.
 type stamped struct {
 	Entry
-	ver uint64
+	ver uint32
 }
 
 func (t *Table) appendOwn(out []stamped, s *slot, since uint64) []stamped {
 	own := t.ownPublished(s)
 	for p := range 2 {
-		if s.ver[p] == 0 || s.ver[p] < since {
+		if !changedSince(s.ver[p], since) {
 			continue
 		}
 		e := stamped{Entry: Entry{Key: s.key, Window: s.idx - 1 + int64(p), Admitted: own[p]}, ver: s.ver[p]}
@@ -475,7 +511,7 @@ func (t *Table) snapshot(now int64, out []Entry) []Entry {
 			if s.key == "" {
 				continue
 			}
-			s.roll(idx, t.rule.Window)
+			s.roll(idx, t.rule.Window, t.opening())
 			own := t.ownPublished(s)
 			for p := range 2 {
 				w := s.idx - 1 + int64(p)
@@ -486,11 +522,16 @@ func (t *Table) snapshot(now int64, out []Entry) []Entry {
 					}
 					out = append(out, e)
 				}
-				if s.o != nil && s.o.book != nil {
-					for _, a := range s.o.book.accts {
-						if a.adm[p] > 0 {
-							out = append(out, Entry{Key: s.key, Window: w, Inc: a.inc, Admitted: a.adm[p]})
+				if o := s.owned(); o != nil && o.ext != nil {
+					if b := o.ext.book; b != nil {
+						for _, a := range b.accts {
+							if a.adm[p] > 0 {
+								out = append(out, Entry{Key: s.key, Window: w, Inc: a.inc, Admitted: a.adm[p]})
+							}
 						}
+					}
+					if x := o.ext; x.heldFrom != 0 && x.held[p] > 0 {
+						out = append(out, Entry{Key: s.key, Window: w, Inc: x.heldFrom, Admitted: x.held[p]})
 					}
 				}
 				if s.x == nil {
