@@ -225,7 +225,7 @@ type RuleSpec struct {
 	Type uint32 `protobuf:"varint,4,opt,name=type,proto3" json:"type,omitempty"`
 	// sync_interval_ns: -1 for strict.
 	SyncIntervalNs int64 `protobuf:"varint,5,opt,name=sync_interval_ns,json=syncIntervalNs,proto3" json:"sync_interval_ns,omitempty"`
-	// allocation: 0 adaptive, 1 classic.
+	// allocation: 0 adaptive, 1 classic, 2 owner.
 	Allocation uint32 `protobuf:"varint,6,opt,name=allocation,proto3" json:"allocation,omitempty"`
 	// fail_mode: 0 local, 1 open, 2 closed.
 	FailMode      uint32 `protobuf:"varint,7,opt,name=fail_mode,json=failMode,proto3" json:"fail_mode,omitempty"`
