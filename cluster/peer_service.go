@@ -29,7 +29,7 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 	// Receive in a goroutine so that a closing node ends the stream at once
 	// instead of waiting for the peer to hang up.
 	type recv struct {
-		msg *sluicev1.Delta
+		msg []byte
 		err error
 	}
 	in := make(chan recv)
@@ -37,9 +37,12 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 	defer cancel()
 	go func() {
 		for {
-			msg, err := stream.Recv()
+			// Read in the wire form, which parseDelta reads straight into a
+			// counter delta; the server's codec passes it through.
+			var raw rawDelta
+			err := stream.RecvMsg(&raw)
 			select {
-			case in <- recv{msg, err}:
+			case in <- recv{raw.b, err}:
 			case <-ctx.Done():
 				return
 			}
@@ -64,7 +67,7 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 			return err
 		}
 		received++
-		d, err := decodeDelta(msg)
+		d, sentAt, err := parseDelta(msg)
 		if err != nil {
 			n.metrics.DeltasRejected.Add(1)
 			n.log.Warn("rejected a delta", "err", err)
@@ -73,7 +76,7 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 		if d.From == n.self {
 			return status.Error(codes.InvalidArgument, "a node cannot sync with itself")
 		}
-		n.noteSkew(d.From.Node, msg.GetSentAt())
+		n.noteSkew(d.From.Node, sentAt)
 		n.borrows.heardFrom(d.From)
 		res, err := n.replica.Receive(n.now(), d)
 		n.changed.Store(true)

@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
@@ -52,11 +51,19 @@ type peer struct {
 	written atomic.Int64
 }
 
-// queued is a delta waiting for its peer, with the node-clock time of the
-// counts it carries (0 for a one-off message that is not a sync round).
+// queued is a delta waiting for its peer, in its wire form, with the
+// number of entries it carries and the node-clock time of its counts (0 for
+// a one-off message that is not a sync round).
 type queued struct {
-	msg *sluicev1.Delta
-	at  int64
+	msg     []byte
+	entries int
+	at      int64
+}
+
+// newQueued puts d, sent at sentAt on this node's own clock, in its wire
+// form for a peer's queue.
+func newQueued(d *counter.Delta, sentAt, at int64) queued {
+	return queued{msg: appendDelta(make([]byte, 0, deltaSize(d, sentAt)), d, sentAt), entries: d.Size(), at: at}
 }
 
 // peerQueue is how many deltas may wait for a slow peer.
@@ -132,12 +139,11 @@ func (ps *peerSet) send(out []counter.Outbound, at int64) {
 		if p == nil {
 			continue
 		}
-		msg := encodeDelta(o.Delta)
 		// The own clock, uncorrected: peers compare clocks, and a sender's
 		// correction fed back into their estimates would compound.
-		msg.SentAt = ps.n.ownNow()
+		msg := newQueued(o.Delta, ps.n.ownNow(), at)
 		select {
-		case p.queue <- queued{msg, at}:
+		case p.queue <- msg:
 		default:
 			// The peer is not keeping up: drop this delta and send it
 			// everything at the next round instead.
@@ -151,10 +157,10 @@ func (ps *peerSet) send(out []counter.Outbound, at int64) {
 // queue until ctx ends: it is for one-off messages that no later round
 // repeats, such as counts a rule brings back from strict mode.
 func (ps *peerSet) broadcast(ctx context.Context, d *counter.Delta) {
-	msg := encodeDelta(d)
+	msg := newQueued(d, ps.n.ownNow(), 0)
 	for _, p := range ps.list() {
 		select {
-		case p.queue <- queued{msg: msg}:
+		case p.queue <- msg:
 		case <-ctx.Done():
 			return
 		}
@@ -262,7 +268,7 @@ func (p *peer) run(ctx context.Context, n *Node) {
 	for {
 		var msgs []queued
 		if stream == nil {
-			s, err := client.Sync(ctx)
+			s, err := client.Sync(ctx, grpc.ForceCodecV2(newPeerCodec()))
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -280,7 +286,7 @@ func (p *peer) run(ctx context.Context, n *Node) {
 			chunks := splitDelta(n.replica.Snapshot(at), pullChunk)
 			for i, chunk := range chunks {
 				// The snapshot covers its time once its last chunk is out.
-				q := queued{msg: encodeDelta(chunk)}
+				q := newQueued(chunk, n.ownNow(), 0)
 				if i == len(chunks)-1 {
 					q.at = at
 				}
@@ -296,8 +302,7 @@ func (p *peer) run(ctx context.Context, n *Node) {
 			}
 		}
 		for _, q := range msgs {
-			msg := q.msg
-			if err := stream.Send(msg); err != nil {
+			if err := stream.SendMsg(&rawDelta{q.msg}); err != nil {
 				if !errors.Is(err, io.EOF) {
 					n.log.Debug("sync stream broke", "peer", p.info.name, "err", err)
 				}
@@ -308,18 +313,10 @@ func (p *peer) run(ctx context.Context, n *Node) {
 				p.written.Store(q.at)
 			}
 			n.metrics.DeltasSent.Add(1)
-			n.metrics.EntriesSent.Add(int64(entries(msg)))
-			n.metrics.BytesSent.Add(int64(proto.Size(msg)))
+			n.metrics.EntriesSent.Add(int64(q.entries))
+			n.metrics.BytesSent.Add(int64(len(q.msg)))
 		}
 	}
-}
-
-func entries(m *sluicev1.Delta) int {
-	k := 0
-	for _, r := range m.GetRules() {
-		k += len(r.GetEntries())
-	}
-	return k
 }
 
 // sleep waits d or until ctx ends; it reports whether to go on.

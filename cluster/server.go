@@ -32,7 +32,7 @@ func newServer(ctx context.Context, n *Node) (*server, error) {
 		return nil, fmt.Errorf("sluice: grpc_addr: %w", err)
 	}
 	s := &server{
-		grpc:   grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageSize)),
+		grpc:   grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageSize), grpc.ForceServerCodecV2(newPeerCodec())),
 		health: health.NewServer(),
 		lis:    lis,
 		served: make(chan struct{}),

@@ -1,6 +1,10 @@
 package counter
 
-import "time"
+import (
+	"cmp"
+	"slices"
+	"time"
+)
 
 // book is a key's accounts on its owner: one per other incarnation that
 // reported the key or whose counts were passed on. The owner's own counts
@@ -22,6 +26,8 @@ type book struct {
 	roundSum, toldSum uint16
 	// standby is the key's standby, on its owner.
 	standby uint32
+	// agg holds the sums of a big book.
+	agg *bookSums
 }
 
 // account is one incarnation's part of a key on its owner.
@@ -103,6 +109,7 @@ func (b *book) next(i int) int64 { return b.lineOf(i).next }
 
 // setLines sets account i's grant, the grant before it (while hasWas),
 // and its grant for the next window.
+// The caller takes the account out of the sums around it (out, in).
 func (b *book) setLines(i int, cur, was line, next int64) {
 	a := &b.accts[i]
 	a.cur = cur.base
@@ -123,28 +130,31 @@ func (b *book) setLines(i int, cur, was line, next int64) {
 	(*b.lines)[i] = l
 }
 
-// find returns the index of inc's account, adding one if absent.
+// find returns the index of inc's account, adding one if absent. Accounts
+// are kept in order of incarnation, so that a book of hundreds finds one in
+// a few steps.
 func (b *book) find(inc uint32) int {
-	for i := range b.accts {
-		if b.accts[i].inc == inc {
-			return i
-		}
+	i, ok := slices.BinarySearchFunc(b.accts, inc, func(a account, inc uint32) int { return cmp.Compare(a.inc, inc) })
+	if ok {
+		return i
 	}
-	b.accts = append(b.accts, account{inc: inc})
+	b.accts = slices.Insert(b.accts, i, account{inc: inc})
 	if b.lines != nil {
-		*b.lines = append(*b.lines, acctLine{})
+		*b.lines = slices.Insert(*b.lines, i, acctLine{})
 	}
-	return len(b.accts) - 1
+	if g := b.agg; g != nil && g.valid {
+		// A fresh account counts for nothing yet but its opening, and
+		// may be of a live incarnation.
+		g.add(b, i, 1)
+		g.live = -1
+	}
+	return i
 }
 
 // has reports whether the book has an account for inc.
 func (b *book) has(inc uint32) bool {
-	for i := range b.accts {
-		if b.accts[i].inc == inc {
-			return true
-		}
-	}
-	return false
+	_, ok := slices.BinarySearchFunc(b.accts, inc, func(a account, inc uint32) int { return cmp.Compare(a.inc, inc) })
+	return ok
 }
 
 // keep drops the accounts f rejects.
@@ -164,6 +174,7 @@ func (b *book) keep(f func(*account) bool) {
 	if b.lines != nil {
 		*b.lines = (*b.lines)[:kept]
 	}
+	b.stale()
 }
 
 // committedRem is how much account i may have admitted in window idx by
@@ -230,4 +241,113 @@ func (b *book) roll(shift, oldEnd int64, w time.Duration, open int64) {
 	// the base of the grant.
 	b.lines = nil
 	b.roundSum, b.toldSum = 0, 0
+	b.stale()
+}
+
+// bigBook is the number of accounts from which a book keeps running sums
+// (bookSums) instead of walking its accounts for every answer: an owner
+// answers each contributor's report, so a walk per answer costs O(N²) a
+// key and interval in a fleet of N.
+const bigBook = 16
+
+// bookSums are a big book's sums over its accounts, kept as accounts
+// change: what each answer needs, without a walk. Accounts whose grants
+// grow with time (lined) are left out of static and walked, as only a
+// saturated key has them.
+type bookSums struct {
+	valid bool
+	open  int64 // the opening static, low and lowSum were made with
+	adm   [2]int64
+	prev  int64 // Σ max(adm[0], prevCap)
+	need  int64
+	next  int64
+	rate  int64
+	// static is Σ max(adm[1], cur, was) over accounts without lines; low
+	// and lowSum count and sum those below open, which count as open.
+	static, low, lowSum int64
+	lined               int
+	// live is how many accounts are of live incarnations, as of fleet
+	// generation liveGen.
+	live    int
+	liveGen uint32
+}
+
+// staticOf is what account i counts for in the current window while its
+// grants do not grow: its count or its grant, whichever is more.
+func (b *book) staticOf(i int) int64 {
+	a := &b.accts[i]
+	v := max(a.adm[1], a.cur)
+	if a.hasWas {
+		v = max(v, a.held)
+	}
+	return v
+}
+
+// linedAt reports whether account i has a grant that grows with time.
+func (b *book) linedAt(i int) bool {
+	l := b.lineOf(i)
+	return l.curRate > 0 || b.accts[i].hasWas && l.wasRate > 0
+}
+
+// add adds account i's part to the sums, times sign (1 or −1).
+func (g *bookSums) add(b *book, i int, sign int64) {
+	a := &b.accts[i]
+	g.adm[0] += sign * a.adm[0]
+	g.adm[1] += sign * a.adm[1]
+	g.prev += sign * max(a.adm[0], a.prevCap())
+	g.need += sign * int64(a.need)
+	g.next += sign * b.next(i)
+	g.rate += sign * b.rate(i)
+	if b.linedAt(i) {
+		g.lined += int(sign)
+		return
+	}
+	v := b.staticOf(i)
+	g.static += sign * v
+	if v < g.open {
+		g.low += sign
+		g.lowSum += sign * v
+	}
+}
+
+// sums returns the book's running sums for opening open, made afresh if
+// they are stale, or nil for a small book, which its callers walk.
+func (b *book) sums(open int64) *bookSums {
+	if len(b.accts) < bigBook {
+		b.agg = nil
+		return nil
+	}
+	if b.agg == nil {
+		b.agg = &bookSums{}
+	}
+	g := b.agg
+	if !g.valid || g.open != open {
+		*g = bookSums{valid: true, open: open, live: -1}
+		for i := range b.accts {
+			g.add(b, i, 1)
+		}
+	}
+	return g
+}
+
+// out takes account i's part out of the sums before it changes; in puts it
+// back after. Between them the sums are not to be read.
+func (b *book) out(i int) {
+	if g := b.agg; g != nil && g.valid {
+		g.add(b, i, -1)
+	}
+}
+
+func (b *book) in(i int) {
+	if g := b.agg; g != nil && g.valid {
+		g.add(b, i, 1)
+	}
+}
+
+// stale makes the sums be made afresh at their next use, after a change to
+// many accounts or to which accounts there are.
+func (b *book) stale() {
+	if b.agg != nil {
+		b.agg.valid = false
+	}
 }

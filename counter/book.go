@@ -33,9 +33,13 @@ func (t *Table) opening() int64 {
 // said the others had admitted.
 func (b *book) admitted(s *slot) window.Counts {
 	var c window.Counts
-	for i := range b.accts {
-		c.Prev += b.accts[i].adm[0]
-		c.Curr += b.accts[i].adm[1]
+	if g := b.agg; g != nil && g.valid {
+		c = window.Counts{Prev: g.adm[0], Curr: g.adm[1]}
+	} else {
+		for i := range b.accts {
+			c.Prev += b.accts[i].adm[0]
+			c.Curr += b.accts[i].adm[1]
+		}
 	}
 	c.Prev = s.own[0] + max(c.Prev, s.o.others[0])
 	c.Curr = s.own[1] + max(c.Curr, s.o.others[1])
@@ -46,19 +50,33 @@ func (b *book) admitted(s *slot) window.Counts {
 // may have admitted by moment c, each node's opening included.
 func (t *Table) committed(s *slot, c clock) window.Counts {
 	open := t.opening()
-	unheard := int64(0)
+	b := s.o.bookOf()
+	n := b.committed(s, c, t.rule.Window, open)
 	if open > 0 {
-		unheard = int64(t.live.Load()) - 1
-		alive := t.alive()
-		for i := range s.o.bookOf().accts {
-			if alive(s.o.bookOf().accts[i].inc) {
-				unheard--
-			}
+		unheard := max(int64(t.live.Load())-1-int64(t.liveAccounts(b)), 0)
+		n.Curr += unheard * open
+		n.Prev += unheard * open
+	}
+	return n
+}
+
+// liveAccounts is how many of b's accounts are of live incarnations.
+func (t *Table) liveAccounts(b *book) int {
+	f := t.fleet.Load()
+	g := b.sums(t.opening())
+	if g != nil && g.live >= 0 && f != nil && g.liveGen == f.gen {
+		return g.live
+	}
+	alive := t.alive()
+	n := 0
+	for i := range b.accts {
+		if alive(b.accts[i].inc) {
+			n++
 		}
 	}
-	n := s.o.bookOf().committed(s, c, t.rule.Window, open)
-	n.Curr += max(unheard, 0) * open
-	n.Prev += max(unheard, 0) * open
+	if g != nil && f != nil {
+		g.live, g.liveGen = n, f.gen
+	}
 	return n
 }
 
@@ -68,14 +86,25 @@ func (t *Table) committed(s *slot, c clock) window.Counts {
 func (b *book) committed(s *slot, c clock, w time.Duration, open int64) window.Counts {
 	var n window.Counts
 	var hi, lo uint64
-	for i := range b.accts {
-		a := &b.accts[i]
-		n.Prev += max(a.adm[0], a.prevCap())
-		v, r := b.committedRem(i, c, w, open)
-		n.Curr += v
-		var carry uint64
-		lo, carry = bits.Add64(lo, r, 0)
-		hi += carry
+	g := b.sums(open)
+	if g != nil {
+		n.Prev = g.prev
+		n.Curr = g.static - g.lowSum + g.low*open
+	}
+	if g == nil || g.lined > 0 {
+		for i := range b.accts {
+			if g != nil && !b.linedAt(i) {
+				continue
+			}
+			if g == nil {
+				n.Prev += max(b.accts[i].adm[0], b.accts[i].prevCap())
+			}
+			v, r := b.committedRem(i, c, w, open)
+			n.Curr += v
+			var carry uint64
+			lo, carry = bits.Add64(lo, r, 0)
+			hi += carry
+		}
 	}
 	if hi > 0 || lo > 0 {
 		// Each holder admits whole hits only, but a fraction of a hit the
@@ -97,6 +126,9 @@ func (b *book) committed(s *slot, c clock, w time.Duration, open int64) window.C
 // needs is the key's demand per sync interval over the fleet.
 func (b *book) needs(s *slot) int64 {
 	n := s.o.need()
+	if g := b.agg; g != nil && g.valid {
+		return n + g.need
+	}
 	for i := range b.accts {
 		n += int64(b.accts[i].need)
 	}
@@ -108,9 +140,26 @@ func (b *book) nextGranted() int64 {
 	if b.lines == nil {
 		return 0
 	}
+	if g := b.agg; g != nil && g.valid {
+		return g.next
+	}
 	n := int64(0)
 	for i := range *b.lines {
 		n += (*b.lines)[i].next
+	}
+	return n
+}
+
+// rates is how fast every account's grants but account i's grow together.
+func (b *book) rates(i int) int64 {
+	if g := b.agg; g != nil && g.valid {
+		return g.rate - b.rate(i)
+	}
+	n := int64(0)
+	for j := range b.accts {
+		if j != i {
+			n += b.rate(j)
+		}
 	}
 	return n
 }
@@ -168,9 +217,9 @@ func (t *Table) decideAsOwner(s *slot, c clock, hits int64) window.Decision {
 // sequence seq) into the owner's book and returns the answer, or false for a
 // report older than one already answered.
 func (t *Table) answer(s *slot, inc uint32, e *Entry, seq uint64, c clock) (Entry, bool) {
-	b := s.o.bookOf()
-	i := b.find(inc)
+	b, i := s.o.accountOf(inc)
 	a := &b.accts[i]
+	b.out(i)
 	p := s.pos(e.Window)
 	if p >= 0 && a.adm[p] < e.Admitted {
 		a.adm[p], a.spread = e.Admitted, false
@@ -186,6 +235,7 @@ func (t *Table) answer(s *slot, inc uint32, e *Entry, seq uint64, c clock) (Entr
 		}
 	}
 	if a.seq != 0 && seqBefore(seq32(seq), a.seq) {
+		b.in(i)
 		return Entry{}, false
 	}
 	first := a.seq == 0
@@ -200,8 +250,10 @@ func (t *Table) answer(s *slot, inc uint32, e *Entry, seq uint64, c clock) (Entr
 	}
 	a.need = uint16(min(e.Need, t.rule.Count, math.MaxUint16))
 	b.setLines(i, b.curLine(i), was, b.next(i))
+	b.in(i)
 	grant, next := t.grantFor(s, i, c, e.Ask)
 	a = &b.accts[i]
+	b.out(i)
 	if !a.hasWas && grant != b.curLine(i) {
 		// Until the incarnation applies the new grant it spends the old.
 		a.hasWas, was = true, b.curLine(i)
@@ -214,6 +266,7 @@ func (t *Table) answer(s *slot, inc uint32, e *Entry, seq uint64, c clock) (Entr
 		a.adm[1] = max(a.adm[1], e.Admitted+e.Ask)
 	}
 	a.seq = seq32(seq)
+	b.in(i)
 	adm := b.admitted(s)
 	a.told = uint16(adm.Curr)
 	return Entry{Key: s.key, Window: s.idx, Admitted: adm.Curr - a.adm[1], Prev: adm.Prev - a.adm[0],
@@ -254,13 +307,7 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next i
 			want += min(2*need, mulDivUp(left, need, 2*total), (left+1)/2)
 		}
 		if t.rule.Type == window.Sliding && n.Prev > 0 && 2*total > free {
-			others := int64(0)
-			for j := range b.accts {
-				if j != i {
-					others += b.rate(j)
-				}
-			}
-			rate = max(min(n.Prev-others, mulDiv(n.Prev, need, total)), 0)
+			rate = max(min(n.Prev-b.rates(i), mulDiv(n.Prev, need, total)), 0)
 		}
 		if t.rule.Type == window.Fixed && w-c.elapsed <= 2*t.rule.SyncInterval {
 			nextFree := t.rule.Count - t.nextOpenings() - b.nextGranted() + b.next(i)

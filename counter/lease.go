@@ -69,6 +69,29 @@ func (o *owned) ensureBook() *book {
 	return x.book
 }
 
+// accountOf returns the key's book and the index of inc's account in it,
+// adding both if absent. An incarnation is counted once: if the standby
+// copy this node holds is of inc, the copy passes into the account.
+func (o *owned) accountOf(inc uint32) (*book, int) {
+	b := o.ensureBook()
+	i := b.find(inc)
+	if x := o.ext; x.heldFrom == inc {
+		o.foldHeld(b, i)
+	}
+	return b, i
+}
+
+// foldHeld passes the standby copy this node holds into account i, of the
+// incarnation the copy is of.
+func (o *owned) foldHeld(b *book, i int) {
+	x := o.ext
+	a := &b.accts[i]
+	b.out(i)
+	a.adm = [2]int64{max(a.adm[0], x.held[0]), max(a.adm[1], x.held[1])}
+	b.in(i)
+	x.held, x.heldFrom = [2]int64{}, 0
+}
+
 // extend returns o.ext, allocating it if need be.
 func (o *owned) extend() *ownedExt {
 	if o.ext == nil {
@@ -141,7 +164,10 @@ func (o *owned) othersAdmitted() [2]int64 {
 	c := o.others
 	if x := o.ext; x != nil {
 		sum := x.held
-		if b := x.book; b != nil {
+		if b := x.book; b != nil && b.agg != nil && b.agg.valid {
+			sum[0] += b.agg.adm[0]
+			sum[1] += b.agg.adm[1]
+		} else if b != nil {
 			for i := range b.accts {
 				sum[0] += b.accts[i].adm[0]
 				sum[1] += b.accts[i].adm[1]
@@ -205,6 +231,7 @@ func (o *owned) lapse(s *slot) {
 			a.cur, a.hasWas = a.adm[1], false
 		}
 		b.lines = nil
+		b.stale()
 	}
 }
 

@@ -518,6 +518,9 @@ func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
 	r.mu.Unlock()
 	tables := *r.tables.Load()
 	var answers []routed
+	if d.Kind == KindReport {
+		answers = make([]routed, 0, d.Size())
+	}
 	r.mu.Lock()
 	for _, rd := range d.Rules {
 		if t := tables[rd.Rule]; t != nil {

@@ -48,10 +48,7 @@ func (t *Table) lease(s *slot) *owned {
 		if x := o.ext; x.heldFrom != 0 {
 			// Standby no more but owner: the owner's counts it kept
 			// are its account now.
-			i := b.find(x.heldFrom)
-			a := &b.accts[i]
-			a.adm = [2]int64{max(a.adm[0], x.held[0]), max(a.adm[1], x.held[1])}
-			x.held, x.heldFrom = [2]int64{}, 0
+			o.accountOf(x.heldFrom)
 		}
 	}
 	return o
@@ -82,11 +79,7 @@ func (t *Table) hold(from uint32, e *Entry, now int64) bool {
 	}
 	x := o.extend()
 	if x.heldFrom != from && x.heldFrom != 0 && x.held != [2]int64{} {
-		b := o.ensureBook()
-		i := b.find(x.heldFrom)
-		a := &b.accts[i]
-		a.adm = [2]int64{max(a.adm[0], x.held[0]), max(a.adm[1], x.held[1])}
-		x.held = [2]int64{}
+		o.accountOf(x.heldFrom)
 	}
 	x.heldFrom = from
 	x.held[p] = max(x.held[p], e.Admitted)
@@ -305,17 +298,16 @@ func (t *Table) book(s *slot, inc uint32, e *Entry) {
 	if p < 0 {
 		return
 	}
-	o := s.owned()
-	o.ensureBook()
-	b := o.bookOf()
-	i := b.find(inc)
+	b, i := s.owned().accountOf(inc)
 	a := &b.accts[i]
+	b.out(i)
 	if a.adm[p] < e.Admitted {
 		a.adm[p], a.spread = e.Admitted, false
 	}
 	if p == 1 && a.adm[0] < e.Prev {
 		a.adm[0], a.spread = e.Prev, false
 	}
+	b.in(i)
 }
 
 // report folds a report entry from incarnation inc into the key's book and
@@ -367,19 +359,21 @@ func (t *Table) report(inc uint32, e *Entry, now int64, seq uint64) (Entry, bool
 // as its grant there; and it gets no more there until this node's clock
 // gets there too.
 func (t *Table) answerAhead(s *slot, inc uint32, e *Entry, seq uint64) (Entry, bool) {
-	b := s.o.bookOf()
-	i := b.find(inc)
+	b, i := s.o.accountOf(inc)
 	a := &b.accts[i]
+	b.out(i)
 	if a.adm[1] < e.Prev {
 		a.adm[1], a.spread = e.Prev, false
 	}
 	next := max(b.next(i), e.Admitted)
 	b.setLines(i, b.curLine(i), b.wasLine(i), next)
 	if a.seq != 0 && seqBefore(seq32(seq), a.seq) {
+		b.in(i)
 		return Entry{}, false
 	}
 	a.seq, a.hasWas = seq32(seq), false
 	b.setLines(i, line{base: a.adm[1]}, line{}, next)
+	b.in(i)
 	adm := b.admitted(s)
 	return Entry{Key: s.key, Window: e.Window, Prev: adm.Curr - a.adm[1], Grant: next, Told: seq}, true
 }
@@ -388,12 +382,13 @@ func (t *Table) answerAhead(s *slot, inc uint32, e *Entry, seq uint64) (Entry, b
 // window before this node's: it may spend there what its grant came to,
 // and no more, since the rest of the fleet has left that window.
 func (t *Table) answerBehind(s *slot, inc uint32, e *Entry, seq uint64) (Entry, bool) {
-	b := s.o.bookOf()
-	i := b.find(inc)
+	b, i := s.o.accountOf(inc)
 	a := &b.accts[i]
+	b.out(i)
 	if a.adm[0] < e.Admitted {
 		a.adm[0], a.spread = e.Admitted, false
 	}
+	b.in(i)
 	if a.seq != 0 && seqBefore(seq32(seq), a.seq) {
 		return Entry{}, false
 	}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/sluicehq/sluice/window"
 )
@@ -18,7 +17,9 @@ func (r *Replica) reportsTo(rs []routed, now int64, out []Outbound) []Outbound {
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortStableFunc(order, func(a, b int32) int {
+	// Entries keep their order within a destination and kind, which holds
+	// each rule's together.
+	slices.SortFunc(order, func(a, b int32) int {
 		x, y := &rs[a], &rs[b]
 		switch {
 		case x.to != y.to:
@@ -26,7 +27,7 @@ func (r *Replica) reportsTo(rs []routed, now int64, out []Outbound) []Outbound {
 		case x.kind != y.kind:
 			return cmp.Compare(x.kind, y.kind)
 		}
-		return strings.Compare(x.rule, y.rule)
+		return cmp.Compare(a, b)
 	})
 	group := make([]routed, 0, len(rs))
 	for i := 0; i < len(order); {
@@ -56,21 +57,28 @@ func (r *Replica) reportDelta(rs []routed) *Delta {
 	if len(rs) > 0 {
 		d.Kind = rs[0].kind
 	}
-	local := map[uint32]uint32{r.selfID: 0}
-	for _, x := range rs {
-		li, ok := local[x.inc]
-		if !ok {
-			li = uint32(len(d.Incarnations))
-			local[x.inc] = li
+	// The incarnations' registry ids, by their index in d.Incarnations: a
+	// delta names few.
+	ids := []uint32{r.selfID}
+	entries := make([]Entry, 0, len(rs))
+	start := 0
+	for k, x := range rs {
+		li := slices.Index(ids, x.inc)
+		if li < 0 {
+			li = len(ids)
+			ids = append(ids, x.inc)
 			d.Incarnations = append(d.Incarnations, r.reg.inc(x.inc))
 		}
-		e := x.e
-		e.Inc = li
-		if n := len(d.Rules); n == 0 || d.Rules[n-1].Rule != x.rule {
-			d.Rules = append(d.Rules, RuleDelta{Rule: x.rule})
+		if k > 0 && rs[k-1].rule != x.rule {
+			d.Rules = append(d.Rules, RuleDelta{Rule: rs[k-1].rule, Entries: entries[start:len(entries):len(entries)]})
+			start = len(entries)
 		}
-		rd := &d.Rules[len(d.Rules)-1]
-		rd.Entries = append(rd.Entries, e)
+		e := x.e
+		e.Inc = uint32(li)
+		entries = append(entries, e)
+	}
+	if len(rs) > 0 {
+		d.Rules = append(d.Rules, RuleDelta{Rule: rs[len(rs)-1].rule, Entries: entries[start:]})
 	}
 	return d
 }
