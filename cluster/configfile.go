@@ -95,8 +95,8 @@ type FileRule struct {
 	// how often, in seconds, nodes exchange counts: ≥ 0.01 and below
 	// time_window. Required.
 	SyncInterval *float64 `yaml:"sync_interval"`
-	// Allocation is, for a batched rule, "adaptive" (the default) or
-	// "classic".
+	// Allocation is, for a batched rule, "owner" (the default),
+	// "adaptive" or "classic".
 	Allocation string `yaml:"allocation"`
 	// FailMode is what a strict rule does without quorum: "open",
 	// "closed" or "local" (the default).

@@ -46,22 +46,65 @@ func appendDelta(b []byte, d *counter.Delta, sentAt int64) []byte {
 		if len(rd.Entries) > 0 {
 			base = rd.Entries[0].Window
 		}
-		size := ruleSize(rd, base)
 		b = protowire.AppendTag(b, fDeltaRules, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(size))
+		rule := len(b)
 		b = appendString(b, fRuleName, rd.Rule)
 		b = appendVarint(b, fRuleBase, uint64(base))
 		for j := range rd.Entries {
-			e := &rd.Entries[j]
 			b = protowire.AppendTag(b, fRuleEntries, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(entrySize(e, base)))
-			b = appendEntry(b, e, base)
+			// One byte for the length, which an entry seldom outgrows;
+			// written once the entry is, so each is encoded in one pass.
+			at := len(b)
+			b = append(b, 0)
+			b = appendEntry(b, &rd.Entries[j], base)
+			b = putLength(b, at, len(b)-at-1)
 		}
+		b = insertLength(b, rule, len(b)-rule)
 	}
 	b = appendVarint(b, fDeltaAck, d.Ack)
 	b = appendVarint(b, fDeltaSentAt, uint64(sentAt))
 	b = appendVarint(b, fDeltaKind, uint64(d.Kind))
 	return b
+}
+
+// putLength writes n, the length of what follows b[at], as a varint at
+// b[at], where one byte was left for it; a longer varint moves the body up.
+func putLength(b []byte, at, n int) []byte {
+	if n < 0x80 {
+		b[at] = byte(n)
+		return b
+	}
+	k := protowire.SizeVarint(uint64(n))
+	b = append(b, make([]byte, k-1)...)
+	copy(b[at+k:], b[at+1:at+1+n])
+	protowire.AppendVarint(b[at:at], uint64(n))
+	return b
+}
+
+// insertLength inserts n, the length of b[at:], as a varint before it.
+func insertLength(b []byte, at, n int) []byte {
+	k := protowire.SizeVarint(uint64(n))
+	b = append(b, make([]byte, k)...)
+	copy(b[at+k:], b[at:at+n])
+	protowire.AppendVarint(b[at:at], uint64(n))
+	return b
+}
+
+// deltaCap is a size appendDelta's output seldom outgrows, found without
+// encoding anything.
+func deltaCap(d *counter.Delta) int {
+	n := 64
+	for _, inc := range d.Incarnations {
+		n += len(inc.Node) + 16
+	}
+	for i := range d.Rules {
+		rd := &d.Rules[i]
+		n += len(rd.Rule) + 16
+		for j := range rd.Entries {
+			n += len(rd.Entries[j].Key) + 40
+		}
+	}
+	return n
 }
 
 // deltaSize is the size of d on the wire, as appendDelta writes it.

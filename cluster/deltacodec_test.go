@@ -32,7 +32,7 @@ func genWireDelta(t *rapid.T) *counter.Delta {
 		base := rapid.Int64Range(-1<<50, 1<<50).Draw(t, "base")
 		for range rapid.IntRange(0, 5).Draw(t, "entries") {
 			rd.Entries = append(rd.Entries, counter.Entry{
-				Key: rapid.StringMatching(`[a-z:0-9]{1,20}`).Draw(t, "key"), Window: base + rapid.Int64Range(-3, 3).Draw(t, "off"),
+				Key: rapid.StringMatching(`[a-z:0-9]{1,200}`).Draw(t, "key"), Window: base + rapid.Int64Range(-3, 3).Draw(t, "off"),
 				Inc: uint32(rapid.IntRange(0, len(d.Incarnations)-1).Draw(t, "inc")), Admitted: count("admitted"),
 				Demand: count("demand"), Claim: count("claim"), Need: count("need"), Opening: count("opening"),
 				Opens: rapid.Bool().Draw(t, "opens"), Prev: count("prev"), Grant: count("grant"), Rate: count("rate"),

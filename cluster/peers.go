@@ -63,7 +63,7 @@ type queued struct {
 // newQueued puts d, sent at sentAt on this node's own clock, in its wire
 // form for a peer's queue.
 func newQueued(d *counter.Delta, sentAt, at int64) queued {
-	return queued{msg: appendDelta(make([]byte, 0, deltaSize(d, sentAt)), d, sentAt), entries: d.Size(), at: at}
+	return queued{msg: appendDelta(make([]byte, 0, deltaCap(d)), d, sentAt), entries: d.Size(), at: at}
 }
 
 // peerQueue is how many deltas may wait for a slow peer.

@@ -51,7 +51,14 @@ type Replica struct {
 	// there, as during a rolling reload): they own none of its keys, and
 	// are sent this node's counts of it as a full-mesh peer would.
 	outsiders map[string]map[uint32]bool
+	// routedBuf and orderBuf are Tick's scratch, kept between rounds (up
+	// to maxScratch entries) so that a round does not grow them anew.
+	routedBuf []routed
+	orderBuf  []int32
 }
+
+// maxScratch is the most entries of scratch a replica keeps between rounds.
+const maxScratch = 4096
 
 // tableFleet returns the fleet keys of t have owners among: the live
 // members less t's outsiders; the caller holds r.mu.
@@ -357,7 +364,7 @@ func (r *Replica) Tick(now int64) []Outbound {
 	defer r.mu.Unlock()
 	peers := r.sortedPeers()
 	perPeer := make([][]RuleDelta, len(peers))
-	var reports []routed
+	reports := r.routedBuf[:0]
 	for i, t := range r.order {
 		due := t.nextSync.Load() <= now
 		if len(peers) == 0 {
@@ -414,6 +421,15 @@ func (r *Replica) Tick(now int64) []Outbound {
 	var out []Outbound
 	if len(reports) > 0 {
 		out = r.reportsTo(reports, now, out)
+	}
+	// The deltas hold copies of the entries, not the scratch itself. A
+	// scratch as large as the keys a node holds is not kept: it would cost
+	// more memory per key than the key itself.
+	if cap(reports) <= maxScratch {
+		clear(reports)
+		r.routedBuf = reports[:0]
+	} else {
+		r.routedBuf = nil
 	}
 	for j, p := range peers {
 		if len(perPeer[j]) == 0 {

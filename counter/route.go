@@ -13,7 +13,7 @@ import (
 // per destination and kind, appended to out; the caller holds r.mu.
 func (r *Replica) reportsTo(rs []routed, now int64, out []Outbound) []Outbound {
 	// Sorted by index, not by moving the entries: a round may route many.
-	order := make([]int32, len(rs))
+	order := slices.Grow(r.orderBuf[:0], len(rs))[:len(rs)]
 	for i := range order {
 		order[i] = int32(i)
 	}
@@ -29,16 +29,13 @@ func (r *Replica) reportsTo(rs []routed, now int64, out []Outbound) []Outbound {
 		}
 		return cmp.Compare(a, b)
 	})
-	group := make([]routed, 0, len(rs))
 	for i := 0; i < len(order); {
 		first := &rs[order[i]]
-		group = group[:0]
 		j := i
 		for ; j < len(order) && rs[order[j]].to == first.to && rs[order[j]].kind == first.kind; j++ {
-			group = append(group, rs[order[j]])
 		}
 		if to := r.reg.inc(first.to); first.to != r.selfID {
-			d := r.reportDelta(group)
+			d := r.groupDelta(rs, order[i:j])
 			if d.Kind == KindReport {
 				r.rtt.reported(first.to, d.Seq, now)
 			}
@@ -46,39 +43,59 @@ func (r *Replica) reportsTo(rs []routed, now int64, out []Outbound) []Outbound {
 		}
 		i = j
 	}
+	if cap(order) <= maxScratch {
+		r.orderBuf = order[:0]
+	} else {
+		r.orderBuf = nil
+	}
 	return out
 }
 
 // reportDelta builds one delta from entries due to the same node, of the
 // same kind, sorted by rule; the caller holds r.mu.
-func (r *Replica) reportDelta(rs []routed) *Delta {
+func (r *Replica) reportDelta(rs []routed) *Delta { return r.groupDelta(rs, nil) }
+
+// groupDelta is reportDelta of the entries of rs at the indexes group, or
+// of all of rs when group is nil.
+func (r *Replica) groupDelta(rs []routed, group []int32) *Delta {
+	n := len(group)
+	if group == nil {
+		n = len(rs)
+	}
+	at := func(k int) *routed {
+		if group == nil {
+			return &rs[k]
+		}
+		return &rs[group[k]]
+	}
 	r.seq++
 	d := &Delta{From: r.self, Seq: r.seq, Kind: KindReport, Incarnations: []Incarnation{r.self}, Live: int(r.live)}
-	if len(rs) > 0 {
-		d.Kind = rs[0].kind
+	if n > 0 {
+		d.Kind = at(0).kind
 	}
 	// The incarnations' registry ids, by their index in d.Incarnations: a
 	// delta names few.
 	ids := []uint32{r.selfID}
-	entries := make([]Entry, 0, len(rs))
+	entries := make([]Entry, 0, n)
 	start := 0
-	for k, x := range rs {
+	for k := range n {
+		x := at(k)
 		li := slices.Index(ids, x.inc)
 		if li < 0 {
 			li = len(ids)
 			ids = append(ids, x.inc)
 			d.Incarnations = append(d.Incarnations, r.reg.inc(x.inc))
 		}
-		if k > 0 && rs[k-1].rule != x.rule {
-			d.Rules = append(d.Rules, RuleDelta{Rule: rs[k-1].rule, Entries: entries[start:len(entries):len(entries)]})
+		if k > 0 && at(k-1).rule != x.rule {
+			d.Rules = append(d.Rules, RuleDelta{Rule: at(k - 1).rule, Entries: entries[start:len(entries):len(entries)]})
 			start = len(entries)
 		}
 		e := x.e
 		e.Inc = uint32(li)
 		entries = append(entries, e)
 	}
-	if len(rs) > 0 {
-		d.Rules = append(d.Rules, RuleDelta{Rule: rs[len(rs)-1].rule, Entries: entries[start:]})
+	if n > 0 {
+		d.Rules = append(d.Rules, RuleDelta{Rule: at(n - 1).rule, Entries: entries[start:]})
 	}
 	return d
 }

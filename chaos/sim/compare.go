@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-// comparison is one scenario of the classic-versus-adaptive table.
+// comparison is one scenario of the table of allocation policies.
 type comparison struct {
 	name      string
 	published string
@@ -76,7 +76,7 @@ func comparisons() []comparison {
 }
 
 // WriteComparison runs the published scenarios and a few harder ones with
-// classic and adaptive allocation and writes a Markdown table of both beside
+// classic, adaptive and owner allocation and writes a Markdown table of them beside
 // the published figures. Each cell is the run whose summary figure is the
 // median over draws sync-phase draws (seeds 1…draws).
 func WriteComparison(w io.Writer, draws int) error {
@@ -86,10 +86,10 @@ func WriteComparison(w io.Writer, draws int) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Two nodes, 800 req/s split evenly, sync 200 ms, 1 ms latency unless the scenario says otherwise; "+
 		"error against the limit per window; median over %d sync-phase draws.\n\n", draws)
-	b.WriteString("| scenario | published (classic gateway) | sluice classic | sluice adaptive |\n|---|---|---|---|\n")
+	b.WriteString("| scenario | published (classic gateway) | sluice classic | sluice adaptive | sluice owner (default) |\n|---|---|---|---|---|\n")
 	for _, cmp := range comparisons() {
-		cells := [2]string{}
-		for i, alloc := range []window.Allocation{window.Classic, window.Adaptive} {
+		cells := [3]string{}
+		for i, alloc := range []window.Allocation{window.Classic, window.Adaptive, window.Owner} {
 			type run struct {
 				v    float64
 				text string
@@ -121,7 +121,7 @@ func WriteComparison(w io.Writer, draws int) error {
 		if pub == "" {
 			pub = "—"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cmp.name, pub, cells[0], cells[1])
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cmp.name, pub, cells[0], cells[1], cells[2])
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

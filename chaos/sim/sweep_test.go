@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-// sweepCase is one scenario of a sweep and how adaptive allocation did
+// sweepCase is one scenario of a sweep and how the allocation policy did
 // against one exact limiter on the same arrivals.
 type sweepCase struct {
 	name string
@@ -143,6 +143,7 @@ func checkOver(t *testing.T, cases []sweepCase, minSync time.Duration, limit flo
 // SWEEP_LATENCY=5ms (say) runs it over a slower network.
 func TestSweepAdaptive(t *testing.T) {
 	g := mainGrid(t)
+	g.alloc = window.Adaptive
 	cases, meanUnder, meanRefused := g.run(t)
 	checkOver(t, cases, 20*g.latency, 3)
 	if meanUnder < -1.2 {
@@ -181,6 +182,7 @@ func TestSweepAdaptiveShortSync(t *testing.T) {
 		windows: [][2]time.Duration{{time.Second, 10 * time.Millisecond}, {time.Second, 20 * time.Millisecond}},
 		splits:  []string{"even"},
 		latency: sweepLatency(t),
+		alloc:   window.Adaptive,
 	}
 	cases, meanUnder, _ := g.run(t)
 	checkOver(t, cases, 10*g.latency, 1)

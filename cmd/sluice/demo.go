@@ -26,14 +26,14 @@ type demoPhase struct {
 }
 
 // runDemo runs N nodes in this process on loopback and charts what they
-// admit, first with classic allocation, then with adaptive.
+// admit, first with classic allocation, then with owner (the default).
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: sluice demo [flags]\n\n"+
 			"Starts N sluice nodes in this process (memberlist and gRPC over loopback) and sends them the\n"+
 			"published gateway workload (800 req/s, 500 per 1s, sync 200ms), split evenly over the nodes:\n"+
-			"first with classic allocation (what a gateway on a shared counter does), then with adaptive\n"+
+			"first with classic allocation (what a gateway on a shared counter does), then with owner\n"+
 			"allocation (sluice's default), each for half of --duration, each on a fresh cluster. Prints\n"+
 			"what every node admits each second, then each window's error against the limit.\n"+
 			"Ctrl-C stops early and reports what was measured.\n\nflags:")
@@ -80,10 +80,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	phases := []*demoPhase{
 		{alloc: window.Classic, about: "each node admits while its own view of the count has room, as a gateway on a shared counter does"},
-		{alloc: window.Adaptive, about: "each node spends its demand-weighted share of the budget left (sluice's default)"},
+		{alloc: window.Owner, about: "each key's owner grants every node its share and answers its reports at once (sluice's default)"},
 	}
 	fmt.Fprintf(stdout, "sluice demo: %d nodes in this process (memberlist + gRPC over loopback), %g req/s split evenly,\n"+
-		"limit %d per %v %s, sync every %v. %v classic, then %v adaptive. Ctrl-C stops early.\n",
+		"limit %d per %v %s, sync every %v. %v classic, then %v owner. Ctrl-C stops early.\n",
 		base.Nodes, base.Rate, base.Limit, base.Window, base.Type, base.Sync, base.Duration, base.Duration)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var stoppedNote string

@@ -21,11 +21,11 @@ func TestDemoBothPhases(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 	for _, want := range []string{
-		"sluice demo: 2 nodes", "limit 100 per 1s fixed", "2s classic, then 2s adaptive",
-		"   0s classic   n0 ", "   1s classic   n0 ", "   2s adaptive  n0 ", "   3s adaptive  n0 ",
+		"sluice demo: 2 nodes", "limit 100 per 1s fixed", "2s classic, then 2s owner",
+		"   0s classic   n0 ", "   1s classic   n0 ", "   2s owner     n0 ", "   3s owner     n0 ",
 		"| total ", " / limit 100 (",
-		"  window   classic admitted    error  adaptive admitted    error\n",
-		"\n  classic  median window ", "\n  adaptive median window ", "cumulative",
+		"  window   classic admitted    error     owner admitted    error\n",
+		"\n  classic  median window ", "\n  owner    median window ", "cumulative",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)

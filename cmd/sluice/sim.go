@@ -20,7 +20,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	f := addScenarioFlags(fs)
 	svg := fs.String("svg", "", "also write an admitted-per-second chart to this SVG file")
-	table := fs.Bool("table", false, "print the classic-versus-adaptive table of the published scenarios (Markdown) and exit")
+	table := fs.Bool("table", false, "print the table of the published scenarios under classic, adaptive and owner allocation (Markdown) and exit")
 	draws := fs.Int("draws", 5, "with --table: sync-phase draws per cell (the cell is the median draw)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
