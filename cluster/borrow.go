@@ -10,7 +10,9 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-const defaultBorrowTimeout = 250 * time.Millisecond
+// DefaultBorrowTimeout is how long a check waits for the answer of a key's
+// owner when Config.BorrowTimeout is zero.
+const DefaultBorrowTimeout = 250 * time.Millisecond
 
 // ruleKey names one key of one rule.
 type ruleKey struct{ rule, key string }
@@ -49,12 +51,12 @@ func (b *borrows) markSilent(owner counter.Incarnation, at int64) {
 	}
 }
 
-// ownerLostAfter is how many borrow timeouts an owner may stay silent
+// OwnerLostAfter is how many borrow timeouts an owner may stay silent
 // before checks on its keys are decided from this node's view (within its
 // share) rather than refused beyond the grant held: long enough that a
 // slow or lossy link, whose answers come late, is not taken for a lost
 // owner, which membership will soon move the keys away from.
-const ownerLostAfter = 4
+const OwnerLostAfter = 4
 
 // outcomeFor says how a check is decided whose question to owner, asked
 // at moment asked, went unanswered.
@@ -63,7 +65,7 @@ func (n *Node) outcomeFor(owner counter.Incarnation, asked int64) counter.Outcom
 	if !ok {
 		since = asked
 	}
-	if n.now()-since >= ownerLostAfter*int64(n.cfg.BorrowTimeout) {
+	if n.now()-since >= OwnerLostAfter*int64(n.cfg.BorrowTimeout) {
 		return counter.Lost
 	}
 	return counter.Late

@@ -217,7 +217,7 @@ func (cfg *Config) defaults() error {
 		cfg.ShutdownTimeout = 5 * time.Second
 	}
 	if cfg.BorrowTimeout <= 0 {
-		cfg.BorrowTimeout = defaultBorrowTimeout
+		cfg.BorrowTimeout = DefaultBorrowTimeout
 	}
 	if cfg.StrictTimeout <= 0 {
 		cfg.StrictTimeout = defaultStrictTimeout

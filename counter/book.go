@@ -303,8 +303,13 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next i
 		total := max(b.needs(s), need)
 		left := free - want
 		if left > 0 {
-			// Rounded up, so that the last hits of the room go too.
-			want += min(2*need, mulDivUp(left, need, 2*total), (left+1)/2)
+			// A share of half the room by demand, so that the others find
+			// room too, but at least the node's need where every node's
+			// fits the room: a node that cannot ask in time (its owner a
+			// long round trip away) lives on these grants alone. Rounded
+			// up, so that the last hits of the room go too.
+			share := max(mulDivUp(left, need, 2*total), min(need, mulDivUp(left, need, total)))
+			want += min(2*need, share, (left+1)/2)
 		}
 		if t.rule.Type == window.Sliding && n.Prev > 0 && 2*total > free {
 			rate = max(min(n.Prev-b.rates(i), mulDiv(n.Prev, need, total)), 0)
@@ -325,7 +330,16 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next i
 	// the old grant's value now, up to one interval of its demand, so
 	// that a busy node loses nothing to the round trip.
 	base := max(a.adm[1], min(cur.at(c.now, c.end, w), a.adm[1]+need))
-	grant = line{base: base + min(want, max(free-(base-a.adm[1]), 0))}
+	// A grant of room: the carried hits and the new share overlap, for
+	// what the node has not spent of the carry is what the share is for;
+	// granting both would hold up to three intervals of its demand, which
+	// the rest of the fleet, the owner first, goes without. A grant that
+	// grows with time (a saturated sliding window) is sized by its line,
+	// and its carry is what the line released during the round trip.
+	grant = line{base: a.adm[1] + max(base-a.adm[1], min(want, free))}
+	if rate > 0 {
+		grant = line{base: base + min(want, max(free-(base-a.adm[1]), 0))}
+	}
 	if left := c.end - c.now; rate > 0 && left > 0 {
 		// What the line adds by the window's end must fit the room left
 		// there after its base.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -61,6 +62,10 @@ type Config struct {
 	Alloc  window.Allocation
 	// Latency is the one-way network delay between nodes.
 	Latency time.Duration
+	// BorrowTimeout is how long a check waits for its key's owner to
+	// answer (owner allocation), as cluster.Config.BorrowTimeout; zero is
+	// the cluster's default.
+	BorrowTimeout time.Duration
 	// Duration is how long the simulation runs.
 	Duration time.Duration
 	// Burst replaces the steady traffic: every node receives Limit requests
@@ -79,6 +84,14 @@ func Defaults() Config {
 		Sync: 200 * time.Millisecond, Alloc: window.Owner, Latency: time.Millisecond,
 		Duration: 30 * time.Second, Seed: 1,
 	}
+}
+
+// borrowTimeout is BorrowTimeout, or the cluster's default.
+func (c *Config) borrowTimeout() time.Duration {
+	if c.BorrowTimeout > 0 {
+		return c.BorrowTimeout
+	}
+	return cluster.DefaultBorrowTimeout
 }
 
 // Rule returns the rule the scenario enforces.
@@ -112,6 +125,8 @@ func (c *Config) ValidateWallClock() error {
 		return errors.New("shift needs at least 2 nodes")
 	case c.Latency < 0:
 		return fmt.Errorf("latency must be ≥ 0, got %v", c.Latency)
+	case c.BorrowTimeout < 0:
+		return fmt.Errorf("borrow timeout must be ≥ 0, got %v", c.BorrowTimeout)
 	case c.Duration <= 0 || c.Duration > 24*time.Hour:
 		return fmt.Errorf("duration must be in (0, 24h], got %v", c.Duration)
 	}

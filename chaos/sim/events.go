@@ -12,6 +12,7 @@ const (
 	evRequest eventKind = iota // the next arrival from the traffic source
 	evTick                     // a node's sync round
 	evDeliver                  // a delta reaches a node
+	evGiveUp                   // a check's wait for its owner's answer ends
 )
 
 type event struct {
@@ -20,6 +21,7 @@ type event struct {
 	kind  eventKind
 	node  int
 	delta *counter.Delta
+	check uint64 // for evGiveUp, the waiting check
 }
 
 // queue is a min-heap of events by (at, seq).

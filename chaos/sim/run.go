@@ -67,32 +67,56 @@ func Run(c Config) (*Result, error) {
 		rec.SyncTraffic(1, int64(o.Delta.Size()))
 		rec.SyncBytes(int64(cluster.WireSize(o.Delta)))
 	}
-	// Checks a node left undecided for the key's owner wait, in arrival
-	// order, for its answer; asked is the question's sequence, 0 for none.
-	waiting := make([]int, c.Nodes)
-	asked := make([]uint64, c.Nodes)
-	// decide decides one check at node i at moment at, or asks the owner
-	// unless a question is in flight; it reports whether the check was
-	// decided. A check that waited is decided again, its demand counted
-	// when it arrived, as a node does.
-	decide := func(i int, at int64, again bool) (bool, error) {
+	// Checks a node left undecided for the key's owner wait for its answer
+	// as a cluster node's do (borrowing), each up to the borrow timeout.
+	borrows := make([]*borrowing, c.Nodes)
+	for i := range borrows {
+		borrows[i] = newBorrowing(c.borrowTimeout())
+	}
+	settle := func(i int, at int64, outcome counter.Outcome) error {
+		d, err := nodes[i].Settle(at, rule.Name, simKey, 1, outcome)
+		if err != nil {
+			return err
+		}
+		rec.Request(at, i, d.Allowed)
+		return nil
+	}
+	// decide decides a check at node i at moment at, or reports that it
+	// waits for the owner's answer, having asked unless a question is in
+	// flight. A check that waited is decided again, its demand counted
+	// when it arrived.
+	decide := func(i int, at int64, again bool) (waits, asker bool, err error) {
 		decide := nodes[i].Decide
 		if again {
 			decide = nodes[i].DecideAgain
 		}
 		d, ask, err := decide(at, rule.Name, simKey, 1)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
-		if ask != nil {
-			if asked[i] == 0 {
-				asked[i] = ask.Delta.Seq
-				send(at, *ask)
-			}
-			return false, nil
+		if ask == nil {
+			rec.Request(at, i, d.Allowed)
+			return false, false, nil
 		}
-		rec.Request(at, i, d.Allowed)
-		return true, nil
+		b := borrows[i]
+		if b.flight != 0 {
+			return true, false, nil
+		}
+		if _, silent := b.silent[ask.To]; silent {
+			// The owner left the last question unanswered: decide now, as
+			// a node does.
+			return false, false, settle(i, at, b.outcome(ask.To, at, at))
+		}
+		b.start(ask.Delta.Seq, ask.To, at)
+		send(at, *ask)
+		return true, true, nil
+	}
+	// wait queues checks at node i from moment at, and the moment they
+	// give up.
+	wait := func(i int, at int64, asker bool) {
+		if borrows[i].wait(at, asker) {
+			q.push(event{at: at + borrows[i].timeout, kind: evGiveUp, node: i})
+		}
 	}
 	for q.Len() > 0 {
 		e := q.pop()
@@ -101,10 +125,12 @@ func Run(c Config) (*Result, error) {
 		}
 		switch e.kind {
 		case evRequest:
-			if done, err := decide(e.node, e.at, false); err != nil {
+			waits, asker, err := decide(e.node, e.at, false)
+			if err != nil {
 				return nil, err
-			} else if !done {
-				waiting[e.node]++
+			}
+			if waits {
+				wait(e.node, e.at, asker)
 			}
 			if at, node, ok := src.Next(); ok {
 				q.push(event{at: at, kind: evRequest, node: node})
@@ -115,7 +141,16 @@ func Run(c Config) (*Result, error) {
 				send(e.at, o)
 			}
 			q.push(event{at: max(r.NextTick(), e.at+1), kind: evTick, node: e.node})
+		case evGiveUp:
+			b := borrows[e.node]
+			for _, w := range b.giveUp(e.at) {
+				if err := settle(e.node, e.at, b.outcome(b.owner, w.since, e.at)); err != nil {
+					return nil, err
+				}
+			}
 		case evDeliver:
+			b := borrows[e.node]
+			b.heard(e.delta.From)
 			res, err := nodes[e.node].Receive(e.at, e.delta)
 			if err != nil {
 				return nil, err
@@ -123,25 +158,29 @@ func Run(c Config) (*Result, error) {
 			if res.Reply != nil {
 				send(e.at, *res.Reply)
 			}
-			if asked[e.node] == 0 || !answers(e.delta, asked[e.node]) {
-				continue
-			}
-			asked[e.node] = 0
-			d, err := nodes[e.node].Settle(e.at, rule.Name, simKey, 1, counter.Answered)
-			if err != nil {
-				return nil, err
-			}
-			rec.Request(e.at, e.node, d.Allowed)
-			waiting[e.node]--
-			for waiting[e.node] > 0 {
-				done, err := decide(e.node, e.at, true)
+			woken := b.answered(e.delta)
+			for k, w := range woken {
+				if w.asker {
+					if err := settle(e.node, e.at, counter.Answered); err != nil {
+						return nil, err
+					}
+					continue
+				}
+				// Another check asked; its answer may bring enough for
+				// this one too, or this one asks in turn.
+				waits, asker, err := decide(e.node, e.at, true)
 				if err != nil {
 					return nil, err
 				}
-				if !done {
+				if waits {
+					// What did not fit this check fits none after it:
+					// they all wait again, on the question now in flight.
+					wait(e.node, e.at, asker)
+					for range woken[k+1:] {
+						wait(e.node, e.at, false)
+					}
 					break
 				}
-				waiting[e.node]--
 			}
 		}
 	}
