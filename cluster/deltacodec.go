@@ -101,7 +101,7 @@ func deltaCap(d *counter.Delta) int {
 		rd := &d.Rules[i]
 		n += len(rd.Rule) + 16
 		for j := range rd.Entries {
-			n += len(rd.Entries[j].Key) + 40
+			n += len(rd.Entries[j].Key) + 64
 		}
 	}
 	return n
@@ -361,6 +361,9 @@ func (w *wireDelta) readRule(b []byte) error {
 	rd := counter.RuleDelta{}
 	var base int64
 	var read []wireEntry
+	if n := countEntries(b); n > 0 {
+		rd.Entries, read = make([]counter.Entry, 0, n), make([]wireEntry, 0, n)
+	}
 	err := fields(b, func(num protowire.Number, typ protowire.Type, v uint64, body []byte) error {
 		switch {
 		case num == fRuleName && typ == protowire.BytesType:
@@ -385,6 +388,28 @@ func (w *wireDelta) readRule(b []byte) error {
 	w.bases = append(w.bases, base)
 	w.read = append(w.read, read)
 	return nil
+}
+
+// countEntries is how many entries a rule's bytes hold, 0 if they are
+// malformed (reading them then says why), so that a rule of thousands is
+// read into slices of the right size at once.
+func countEntries(b []byte) int {
+	n := 0
+	for len(b) > 0 {
+		num, typ, k := protowire.ConsumeTag(b)
+		if k < 0 || typ == protowire.StartGroupType {
+			return 0
+		}
+		b = b[k:]
+		if k = protowire.ConsumeFieldValue(num, typ, b); k < 0 {
+			return 0
+		}
+		b = b[k:]
+		if num == fRuleEntries && typ == protowire.BytesType {
+			n++
+		}
+	}
+	return n
 }
 
 // readEntry reads an entry, and into we its window offset and its first

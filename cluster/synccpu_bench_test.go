@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -14,6 +15,8 @@ import (
 	"github.com/sluicehq/sluice/counter"
 	"github.com/sluicehq/sluice/window"
 )
+
+var syncCPUKeys = flag.Int("synccpu.keys", 10_000, "BenchmarkSyncCPU: keys every node changes every interval")
 
 // BenchmarkSyncCPU measures one node's sync work per interval in a fleet of
 // N nodes that all change the same 10,000 keys every interval, the worst
@@ -31,8 +34,9 @@ import (
 // free.
 //
 //	go test -run x -bench SyncCPU -benchtime 5x ./cluster
+//	go test -run x -bench SyncCPU/256 -benchtime 5x ./cluster -synccpu.keys 2500
 func BenchmarkSyncCPU(b *testing.B) {
-	const keys = 10_000
+	keys := *syncCPUKeys
 	for _, n := range []int{3, 16, 64, 256} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			rule := window.Rule{Name: "api", Count: 1 << 30, Window: time.Hour, Type: window.Sliding,
@@ -174,8 +178,8 @@ func BenchmarkSyncCPU(b *testing.B) {
 			}
 			perInterval := float64(b.Elapsed()) / float64(b.N)
 			b.ReportMetric(perInterval/float64(rule.SyncInterval), "cores/node")
-			b.ReportMetric(float64(sentEntries)/float64(b.N)/keys, "sent/key")
-			b.ReportMetric(float64(gotEntries)/float64(b.N)/keys, "received/key")
+			b.ReportMetric(float64(sentEntries)/float64(b.N)/float64(keys), "sent/key")
+			b.ReportMetric(float64(gotEntries)/float64(b.N)/float64(keys), "received/key")
 			b.ReportMetric(float64(bytes)*8/rule.SyncInterval.Seconds()/float64(b.N)/1e6, "Mbit/s")
 		})
 	}
