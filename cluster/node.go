@@ -360,8 +360,18 @@ func (n *Node) Metrics() *Metrics { return n.metrics }
 // Allow checks hits (≥ 0; 0 asks without consuming) against rule for key and
 // records them if admitted. A batched rule decides from this node's view; one
 // with owner allocation may wait, up to BorrowTimeout, for the key's owner
-// when this node's grant is spent and the fleet may have room.
+// when this node's grant is spent and the fleet may have room. It returns
+// ErrClosed once the node is closing, and ctx's error, deciding nothing,
+// when ctx has ended before the check.
 func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {
+	select {
+	case <-n.done:
+		return window.Decision{}, ErrClosed
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return window.Decision{}, err
+	}
 	if g := n.strictG.Load(); g != nil {
 		if r, ok := (*g.rules.Load())[rule]; ok {
 			if err := n.replica.Check(rule, key, hits); err != nil {
