@@ -75,7 +75,8 @@ func (o *owned) ensureBook() *book {
 func (o *owned) accountOf(inc uint32) (*book, int) {
 	b := o.ensureBook()
 	i := b.find(inc)
-	if x := o.ext; x.heldFrom == inc {
+	if x := o.ext; x.heldFrom != 0 && x.heldFrom == inc {
+		// heldFrom 0 is this node's own id, which holds no copy.
 		o.foldHeld(b, i)
 	}
 	return b, i
