@@ -395,6 +395,10 @@ func (r *accuracyRun) schedule(ctx context.Context, feeds []chan item) bool {
 // the run stopped is decided and counted; a failed decision stops the run.
 func (r *accuracyRun) work(ctx context.Context, stop context.CancelFunc, node int, feed <-chan item, marks chan<- int, w *worker) {
 	nd := r.cl.Nodes[node]
+	// Decisions outlive the run's context: a request handed over before the
+	// stop is decided, not refused by it. Each is still bounded, by the
+	// node's borrow and strict timeouts.
+	decideCtx := context.WithoutCancel(ctx)
 	for it := range feed {
 		if it.second >= 0 {
 			select {
@@ -407,7 +411,7 @@ func (r *accuracyRun) work(ctx context.Context, stop context.CancelFunc, node in
 			continue
 		}
 		asked := r.cl.Now()
-		d, err := nd.Allow(ctx, r.rule, benchKey, 1)
+		d, err := nd.Allow(decideCtx, r.rule, benchKey, 1)
 		if errors.Is(err, cluster.ErrOutcomeUnknown) {
 			// Not a failure of the run: the log's leader changed under the
 			// check, as a loaded machine makes it do. Counted apart.
