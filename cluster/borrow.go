@@ -78,34 +78,32 @@ func (b *borrows) heardFrom(peer counter.Incarnation) {
 	delete(b.silent, peer)
 }
 
-// flight is one question in flight: its report's sequence, and a channel
-// closed when the answer has been merged.
+// flight is one question in flight: its report's sequence, the moment
+// after which it is no longer waited on, and a channel closed when the
+// answer has been merged.
 type flight struct {
-	seq  uint64
-	done chan struct{}
+	seq   uint64
+	until int64
+	done  chan struct{}
 }
 
-// start records a question with sequence seq for rk, unless one is already
-// in flight, which it returns instead.
-func (b *borrows) start(rk ruleKey, seq uint64) (f *flight, mine bool) {
+// start records a question with sequence seq for rk, asked at moment now
+// and waited on for timeout, unless one is already in flight and still
+// waited on, which it returns instead. A question whose asker stopped
+// waiting early (its context ended) stays in flight for others to wait on
+// until its time is up.
+func (b *borrows) start(rk ruleKey, seq uint64, now int64, timeout time.Duration) (f *flight, mine bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if f := b.pending[rk]; f != nil {
+	if f := b.pending[rk]; f != nil && now < f.until {
 		return f, false
 	}
 	if b.pending == nil {
 		b.pending = make(map[ruleKey]*flight)
 	}
-	f = &flight{seq: seq, done: make(chan struct{})}
+	f = &flight{seq: seq, until: now + int64(timeout), done: make(chan struct{})}
 	b.pending[rk] = f
 	return f, true
-}
-
-// inFlight returns the question in flight for rk, or nil.
-func (b *borrows) inFlight(rk ruleKey) *flight {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.pending[rk]
 }
 
 // answered releases the checks waiting on the questions d answers.
@@ -136,31 +134,57 @@ func (b *borrows) drop(rk ruleKey, f *flight) {
 }
 
 // allowBatched decides a check of a batched rule. Where the key's owner
-// must be asked, the check waits for its answer, up to BorrowTimeout and
-// the caller's context; a check whose answer does not come in time is
+// must be asked, the check waits for its answer, up to BorrowTimeout in all
+// and the caller's context; a check whose answer does not come in time is
 // decided from this node's view.
 func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {
 	rk := ruleKey{rule, key}
 	decide := n.replica.Decide
+	// One timer for the whole wait: a check that finds each answer spent
+	// by others and waits on the next question would otherwise wait
+	// without end while answers keep coming.
+	var timer *time.Timer
+	var asked int64 // when the check first waited
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		d, ask, err := decide(n.now(), rule, key, hits)
 		if err != nil || ask == nil {
 			return d, err
 		}
-		asked := n.now()
+		now := n.now()
+		if asked == 0 {
+			asked = now
+		}
 		if _, silent := n.borrows.silentSince(ask.To); silent {
 			// The owner left the last question unanswered: decide now, and
 			// let the next sync round find out whether it is back.
 			n.metrics.BorrowTimeouts.Add(1)
-			return n.replica.Settle(asked, rule, key, hits, n.outcomeFor(ask.To, asked))
+			return n.replica.Settle(now, rule, key, hits, n.outcomeFor(ask.To, asked))
 		}
-		f, mine := n.borrows.start(rk, ask.Delta.Seq)
+		f, mine := n.borrows.start(rk, ask.Delta.Seq, now, n.cfg.BorrowTimeout)
 		if mine {
 			n.metrics.Borrows.Add(1)
 			n.peers.send([]counter.Outbound{*ask}, n.now())
 		}
-		err = n.awaitAnswer(ctx, f)
-		if err != nil {
+		switch {
+		case timer == nil:
+			timer = time.NewTimer(n.cfg.BorrowTimeout)
+		case mine:
+			// The question it sends gets the whole timeout, so that an
+			// owner is taken for silent only when a question to it went
+			// unanswered that long. A check asks once at most: its wait is
+			// at most two timeouts.
+			timer.Reset(n.cfg.BorrowTimeout)
+		}
+		err = n.awaitAnswer(ctx, f, timer.C)
+		if errors.Is(err, errAnswerLate) && mine {
+			// Unanswered: the next check asks anew. A question whose asker
+			// went away (its context ended) is still in flight, and the
+			// checks waiting on it still wait for its answer.
 			n.borrows.drop(rk, f)
 		}
 		switch {
@@ -184,16 +208,17 @@ func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (
 	}
 }
 
-// awaitAnswer waits until f is answered, the borrow timeout passes
-// (context.DeadlineExceeded) or ctx ends.
-func (n *Node) awaitAnswer(ctx context.Context, f *flight) error {
-	timer := time.NewTimer(n.cfg.BorrowTimeout)
-	defer timer.Stop()
+// errAnswerLate is a check's borrow timeout passing before the answer came.
+var errAnswerLate = errors.New("no answer within the borrow timeout")
+
+// awaitAnswer waits until f is answered, expired fires (the check's borrow
+// timeout: errAnswerLate) or ctx ends.
+func (n *Node) awaitAnswer(ctx context.Context, f *flight, expired <-chan time.Time) error {
 	select {
 	case <-f.done:
 		return nil
-	case <-timer.C:
-		return context.DeadlineExceeded
+	case <-expired:
+		return errAnswerLate
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-n.done:

@@ -173,7 +173,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.self = counter.Incarnation{Node: cfg.Name, Boot: newBootID()}
 	n.metrics.Members.Store(1)
 	n.hash.Store(rulesHash(cfg.Rules))
-	replica, err := counter.NewReplica(counter.Config{Self: n.self, Rules: cfg.Rules, Start: n.now()})
+	replica, err := counter.NewReplica(counter.Config{Self: n.self, Rules: cfg.Rules, Start: n.now(), AskTimeout: cfg.BorrowTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}

@@ -8,10 +8,12 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-// spareFloor is the count per live node from which an owner grants hits
-// beyond what is asked. Below it every hit past a node's grant is asked for,
-// so that a small count behaves as one exact limiter: a grant held where it
-// is not spent would refuse a request elsewhere that an exact limiter admits.
+// spareFloor is the count per live node from which a node's need covers a
+// sync interval of its demand. Below it, a node that can ask its owner in
+// time needs only what it is asked for during a round trip, and asks for
+// every hit past that, so that a small count behaves as one exact limiter:
+// a grant held where it is not spent would refuse a request elsewhere that
+// an exact limiter admits.
 const spareFloor = 20
 
 // openingShare is the part of the count held back as openings: 1/100.
@@ -106,12 +108,14 @@ func (b *book) committed(s *slot, c clock, w time.Duration, open int64) window.C
 			hi += carry
 		}
 	}
-	if hi > 0 || lo > 0 {
+	if (hi > 0 || lo > 0) && c.now < c.end {
 		// Each holder admits whole hits only, but a fraction of a hit the
 		// owner leaves unclaimed now becomes a whole hit of some holder's
-		// later: the fractions count, rounded up once. Each fraction is
-		// below w, so hi is below the number of accounts, far below w (at
-		// least a millisecond).
+		// later: the fractions count, rounded up once. At the window's
+		// end there is no later: what the lines come to there, rounded
+		// down each, is all their holders can admit in it. Each fraction
+		// is below w, so hi is below the number of accounts, far below w
+		// (at least a millisecond).
 		q, r := bits.Div64(hi, lo, uint64(w))
 		n.Curr += int64(q)
 		if r > 0 {
@@ -273,9 +277,9 @@ func (t *Table) answer(s *slot, inc uint32, e *Entry, seq uint64, c clock) (Entr
 		Grant: grant.base, Rate: grant.rate, RateFrom: grant.from, Next: next, Told: seq}, true
 }
 
-// grantFor works out a's new grant: what it asks for if that fits, plus,
-// where the count is large enough for it, a share of the room by demand,
-// never more than half of what is left so that other nodes find room too.
+// grantFor works out a's new grant: what it asks for if that fits, plus a
+// share of the room by its need (see reportEntry), never more than half of
+// what is left so that other nodes find room too.
 // In a saturated sliding window the grant also grows with time, by a share
 // of what the previous window's decay releases. Near the end of a fixed
 // window it also grants from the next one, so that busy nodes need not ask
@@ -299,7 +303,7 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next i
 		want = ask
 	}
 	rate := int64(0)
-	if generous := t.rule.Count >= spareFloor*int64(t.live.Load()) && need > 0; generous {
+	if need > 0 {
 		total := max(b.needs(s), need)
 		left := free - want
 		if left > 0 {
@@ -329,7 +333,8 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next i
 	// What a spent from its grant since its report is not in adm: carry
 	// the old grant's value now, up to one interval of its demand, so
 	// that a busy node loses nothing to the round trip.
-	base := max(a.adm[1], min(cur.at(c.now, c.end, w), a.adm[1]+need))
+	carried, frac := cur.atRem(c.now, c.end, w)
+	base := max(a.adm[1], min(carried, a.adm[1]+need))
 	// A grant of room: the carried hits and the new share overlap, for
 	// what the node has not spent of the carry is what the share is for;
 	// granting both would hold up to three intervals of its demand, which
@@ -351,6 +356,14 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next i
 		}
 		if rate > 0 {
 			grant.rate, grant.from = rate, c.now
+			if base == carried && frac > 0 {
+				// The new line goes on from the old one's fraction of a hit,
+				// as if it had started that much earlier: dropped, the
+				// fraction would come back to the room only once the node
+				// has applied the new line, and be lost if the window ends
+				// first.
+				grant.from = max(c.now-int64(frac/uint64(rate)), c.end-int64(w))
+			}
 		}
 	}
 	return grant, next

@@ -401,15 +401,30 @@ func (o *owned) rotate() {
 }
 
 // reportEntry is this node's report of the key to its owner. The need it
-// reports covers a sync interval and the round trip to the owner: what it
-// spends before the grant it asks for can land.
+// reports is what it will spend before it could ask for more: where it can
+// ask the owner in time and the count is small, only what it is asked for
+// during a round trip, for every hit granted beyond that is held away from
+// the rest of the fleet while an exact limiter would hand it to whoever
+// asks first; otherwise a sync interval of demand and the round trip, for
+// a node that cannot ask in time spends its grant until the next one lands.
 func (t *Table) reportEntry(s *slot, ask int64) Entry {
 	o := s.owned()
-	need := o.need()
-	if rtt, every := t.rtt.of(o.owner), int64(t.rule.SyncInterval); rtt > 0 && need > 0 {
-		need = mulDivUp(need, every+min(rtt, 8*every), every)
-	}
+	need := t.reportNeed(o.need(), t.rtt.of(o.owner))
 	return Entry{Key: s.key, Window: s.idx, Admitted: s.own[1], Prev: s.own[0],
 		Grant: o.grant, Rate: o.grantLine().rate, RateFrom: o.grantLine().from,
 		Need: need, Ask: ask, Told: o.told}
+}
+
+// reportNeed is the need reported for demand hits per sync interval to an
+// owner rtt away (0: not known yet).
+func (t *Table) reportNeed(demand, rtt int64) int64 {
+	if demand <= 0 {
+		return 0
+	}
+	every := int64(t.rule.SyncInterval)
+	trip := min(rtt, 8*every)
+	if t.rtt.inTime(rtt) && t.rule.Count < spareFloor*int64(t.live.Load()) {
+		return mulDiv(demand, trip, every)
+	}
+	return mulDivUp(demand, every+trip, every)
 }

@@ -22,6 +22,10 @@ type Config struct {
 	// Phase delays every rule's first sync round past Start, so that nodes
 	// started together still sync at different moments.
 	Phase time.Duration
+	// AskTimeout is how long a check waits for the answer of a key's owner
+	// (owner allocation), 0 for no limit: a node whose round trip to an
+	// owner is longer cannot ask it in time and lives on its grants alone.
+	AskTimeout time.Duration
 }
 
 // Replica is one node's whole view of every rule's counts, and its side of
@@ -120,7 +124,7 @@ type Outbound struct {
 
 // NewReplica returns a replica for cfg.
 func NewReplica(cfg Config) (*Replica, error) {
-	r := &Replica{self: cfg.Self, reg: newRegistry(), rtt: newRoundTrips(), peers: make(map[Incarnation]*peerState), live: 1,
+	r := &Replica{self: cfg.Self, reg: newRegistry(), rtt: newRoundTrips(cfg.AskTimeout), peers: make(map[Incarnation]*peerState), live: 1,
 		outsiders: map[string]map[uint32]bool{}}
 	r.selfID = r.reg.id(cfg.Self)
 	if err := validateRules(cfg.Rules); err != nil {

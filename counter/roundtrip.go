@@ -1,12 +1,19 @@
 package counter
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // roundTrips estimates, per peer, how long a report takes to be answered,
 // from the moments reports are sent and their answers arrive. A node whose
 // owner is far away spends from its grant for a round trip before a new
 // grant can land, so it asks for that much more.
 type roundTrips struct {
+	// askTimeout is how long a check waits for an owner's answer (0: no
+	// limit).
+	askTimeout time.Duration
+
 	mu   sync.Mutex
 	est  map[uint32]int64 // peer → smoothed round trip, nanoseconds
 	sent map[uint32]sentReport
@@ -18,8 +25,14 @@ type sentReport struct {
 	at  int64
 }
 
-func newRoundTrips() *roundTrips {
-	return &roundTrips{est: map[uint32]int64{}, sent: map[uint32]sentReport{}}
+func newRoundTrips(askTimeout time.Duration) *roundTrips {
+	return &roundTrips{askTimeout: askTimeout, est: map[uint32]int64{}, sent: map[uint32]sentReport{}}
+}
+
+// inTime reports whether a question to an owner rtt away is answered
+// before the check that asked gives up.
+func (rt *roundTrips) inTime(rtt int64) bool {
+	return rt.askTimeout <= 0 || rtt < int64(rt.askTimeout)
 }
 
 // reported records that the report with sequence seq went to peer at

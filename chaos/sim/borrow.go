@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -9,12 +10,13 @@ import (
 )
 
 // waiter is a check waiting for the answer to a question to its key's
-// owner: the question's flight, and when it began waiting on it (it gives
-// up a borrow timeout later).
+// owner: the question's flight, when it first began waiting, and when it
+// gives up. A check waits a borrow timeout in all, whatever answers wake it
+// meanwhile, and the one that asks gets a whole timeout for its question.
 type waiter struct {
-	flight uint64
-	since  int64
-	asker  bool
+	flight       uint64
+	since, until int64
+	asker        bool
 }
 
 // borrowing is one node's questions to the key's owner, as cluster.Node
@@ -23,10 +25,6 @@ type waiter struct {
 // silent, and until anything arrives from it checks that would ask are
 // decided at once, Late, or Lost once it has been silent for
 // cluster.OwnerLostAfter borrow timeouts.
-//
-// Waiters are kept in the order of their deadlines, which is the order
-// they began waiting in: when an answer wakes a flight's waiters, those
-// that must wait again begin waiting anew, together, behind the rest.
 type borrowing struct {
 	timeout int64
 	// flight numbers the question in flight (0 for none); seq is its
@@ -62,23 +60,43 @@ func (b *borrowing) start(seq uint64, owner counter.Incarnation, at int64) {
 	b.flight, b.seq, b.asked, b.owner = b.flights, seq, at, owner
 }
 
-// wait queues a check on the flight in flight from moment at, and reports
-// whether no waiter had that deadline yet (so that one must be scheduled).
+// wait queues a check that arrived at moment at, asking or not, on the
+// flight in flight, and reports whether no waiter had its deadline yet (so
+// that one must be scheduled).
 func (b *borrowing) wait(at int64, asker bool) bool {
-	fresh := len(b.waiting) == 0 || b.waiting[len(b.waiting)-1].since != at
-	b.waiting = append(b.waiting, waiter{flight: b.flight, since: at, asker: asker})
-	return fresh
+	return b.rewait(waiter{since: at, until: at + b.timeout}, at, asker)
+}
+
+// rewait queues w again, on the flight in flight, after an answer at
+// moment at left it short: it keeps its deadline unless it asked, and
+// reports whether that deadline is new to the queue (its give-up may be
+// scheduled already: a second finds nothing left to give up).
+func (b *borrowing) rewait(w waiter, at int64, asker bool) bool {
+	w.flight, w.asker = b.flight, asker
+	if asker {
+		w.until = at + b.timeout
+	}
+	// The queue is kept in the order of deadlines (for equal ones, of
+	// queueing), so that giving up takes its head.
+	i, found := slices.BinarySearchFunc(b.waiting, w.until, func(q waiter, until int64) int {
+		return cmp.Compare(q.until, until)
+	})
+	for i < len(b.waiting) && b.waiting[i].until == w.until {
+		i++
+	}
+	b.waiting = slices.Insert(b.waiting, i, w)
+	return !found
 }
 
 // giveUp takes off the queue the checks whose wait ends by moment at; an
 // asker among them drops its flight and marks the owner silent.
 func (b *borrowing) giveUp(at int64) []waiter {
 	n := 0
-	for n < len(b.waiting) && b.waiting[n].since+b.timeout <= at {
+	for n < len(b.waiting) && b.waiting[n].until <= at {
 		n++
 	}
-	out := b.waiting[:n:n]
-	b.waiting = b.waiting[n:]
+	out := slices.Clone(b.waiting[:n])
+	b.waiting = slices.Delete(b.waiting, 0, n)
 	for _, w := range out {
 		if w.asker && w.flight == b.flight {
 			if _, silent := b.silent[b.owner]; !silent {
@@ -94,17 +112,20 @@ func (b *borrowing) giveUp(at int64) []waiter {
 func (b *borrowing) heard(peer counter.Incarnation) { delete(b.silent, peer) }
 
 // answered takes off the queue, when d answers the flight in flight, the
-// checks that waited on it, in the order they began waiting, and clears
-// the flight.
+// checks that waited on it, in the order they were queued, and clears the
+// flight.
 func (b *borrowing) answered(d *counter.Delta) []waiter {
 	if b.flight == 0 || !answers(d, b.seq) {
 		return nil
 	}
-	i := len(b.waiting)
-	for i > 0 && b.waiting[i-1].flight == b.flight {
-		i--
-	}
-	woken := slices.Clone(b.waiting[i:])
-	b.waiting, b.flight = b.waiting[:i], 0
+	var woken []waiter
+	b.waiting = slices.DeleteFunc(b.waiting, func(w waiter) bool {
+		if w.flight != b.flight {
+			return false
+		}
+		woken = append(woken, w)
+		return true
+	})
+	b.flight = 0
 	return woken
 }

@@ -64,3 +64,47 @@ func TestBorrowingWaitsAsANodeDoes(t *testing.T) {
 		t.Fatalf("left waiting %+v, want only the orphan from 10 ms", b.waiting)
 	}
 }
+
+// TestBorrowingBoundsEachWait checks that a check an answer leaves short
+// waits on the next question until its own deadline, not a new one, while
+// the check that asks that question gets a whole timeout for it.
+func TestBorrowingBoundsEachWait(t *testing.T) {
+	owner := counter.Incarnation{Node: "n01", Boot: 1}
+	ms := int64(time.Millisecond)
+	answer := func(seq uint64) *counter.Delta {
+		return &counter.Delta{From: owner, Kind: counter.KindAnswer,
+			Rules: []counter.RuleDelta{{Rule: "sim", Entries: []counter.Entry{{Key: simKey, Told: seq}}}}}
+	}
+	b := newBorrowing(250 * time.Millisecond)
+	b.start(1, owner, 0)
+	b.wait(0, true)
+	b.wait(20*ms, false)
+	b.wait(40*ms, false)
+	woken := b.answered(answer(1))
+	if len(woken) != 3 {
+		t.Fatalf("the answer woke %d checks, want 3", len(woken))
+	}
+	// The check from 20 ms asks again; the one from 40 ms waits on it.
+	b.start(2, owner, 200*ms)
+	if !b.rewait(woken[1], 200*ms, true) {
+		t.Fatal("the new asker's deadline should be new to the queue")
+	}
+	b.rewait(woken[2], 200*ms, false)
+	if got := b.giveUp(289 * ms); len(got) != 0 {
+		t.Fatalf("gave up %+v before any deadline", got)
+	}
+	got := b.giveUp(290 * ms)
+	if len(got) != 1 || got[0].since != 40*ms || got[0].asker {
+		t.Fatalf("at 290 ms gave up %+v, want the check from 40 ms, 250 ms after it came", got)
+	}
+	if b.flight == 0 {
+		t.Fatal("a waiter's deadline dropped the question it waits on")
+	}
+	got = b.giveUp(450 * ms)
+	if len(got) != 1 || !got[0].asker || got[0].since != 20*ms {
+		t.Fatalf("at 450 ms gave up %+v, want the asker from 20 ms, a timeout after it asked", got)
+	}
+	if _, silent := b.silent[owner]; !silent || b.flight != 0 {
+		t.Fatal("an unanswered question did not mark its owner silent")
+	}
+}

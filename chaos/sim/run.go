@@ -43,7 +43,8 @@ func Run(c Config) (*Result, error) {
 		// Each node syncs at its own phase, as independently started
 		// gateways do.
 		phase := time.Duration(phases.Int64N(int64(c.Sync)))
-		r, err := counter.NewReplica(counter.Config{Self: incs[i], Rules: []window.Rule{rule}, Start: start, Phase: phase})
+		r, err := counter.NewReplica(counter.Config{Self: incs[i], Rules: []window.Rule{rule}, Start: start, Phase: phase,
+			AskTimeout: c.borrowTimeout()})
 		if err != nil {
 			return nil, err
 		}
@@ -111,11 +112,17 @@ func Run(c Config) (*Result, error) {
 		send(at, *ask)
 		return true, true, nil
 	}
-	// wait queues checks at node i from moment at, and the moment they
-	// give up.
+	// wait queues a check at node i that arrived at moment at, and the
+	// moment it gives up; rewait queues again, at moment at, a check an
+	// answer left short.
 	wait := func(i int, at int64, asker bool) {
 		if borrows[i].wait(at, asker) {
 			q.push(event{at: at + borrows[i].timeout, kind: evGiveUp, node: i})
+		}
+	}
+	rewait := func(i int, w waiter, at int64, asker bool) {
+		if borrows[i].rewait(w, at, asker) {
+			q.push(event{at: borrows[i].waiting[len(borrows[i].waiting)-1].until, kind: evGiveUp, node: i})
 		}
 	}
 	for q.Len() > 0 {
@@ -174,10 +181,11 @@ func Run(c Config) (*Result, error) {
 				}
 				if waits {
 					// What did not fit this check fits none after it:
-					// they all wait again, on the question now in flight.
-					wait(e.node, e.at, asker)
-					for range woken[k+1:] {
-						wait(e.node, e.at, false)
+					// they all wait again, on the question now in flight,
+					// each until its own deadline.
+					rewait(e.node, w, e.at, asker)
+					for _, rest := range woken[k+1:] {
+						rewait(e.node, rest, e.at, false)
 					}
 					break
 				}
