@@ -23,6 +23,9 @@ type ruleKey struct{ rule, key string }
 type borrows struct {
 	mu      sync.Mutex
 	pending map[ruleKey]*flight
+	// queued is, per key, the hits of the checks waiting for its owner's
+	// answer: a question asks for room for them all.
+	queued map[ruleKey]int64
 	// silent are the owners a question to which went unanswered, with the
 	// moment it was asked: checks that would ask one are decided at once,
 	// without waiting, until anything arrives from it again or it leaves.
@@ -106,6 +109,33 @@ func (b *borrows) start(rk ruleKey, seq uint64, now int64, timeout time.Duration
 	return f, true
 }
 
+// enqueue counts hits more waiting on rk's owner.
+func (b *borrows) enqueue(rk ruleKey, hits int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.queued == nil {
+		b.queued = make(map[ruleKey]int64)
+	}
+	b.queued[rk] += hits
+}
+
+// dequeue counts hits no longer waiting on rk's owner.
+func (b *borrows) dequeue(rk ruleKey, hits int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.queued[rk] -= hits; b.queued[rk] <= 0 {
+		delete(b.queued, rk)
+	}
+}
+
+// waitingBesides is how many hits wait on rk's owner besides mine (those
+// of a check already counted waiting, 0 for one not yet).
+func (b *borrows) waitingBesides(rk ruleKey, mine int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return max(b.queued[rk]-mine, 0)
+}
+
 // answered releases the checks waiting on the questions d answers.
 func (b *borrows) answered(d *counter.Delta) {
 	b.mu.Lock()
@@ -144,14 +174,20 @@ func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (
 	// by others and waits on the next question would otherwise wait
 	// without end while answers keep coming.
 	var timer *time.Timer
-	var asked int64 // when the check first waited
+	var asked int64   // when the check first waited
+	var queued int64  // its hits, once counted waiting
+	var askedAt int64 // when it sent its question
+	reasked := false
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
+		if queued > 0 {
+			n.borrows.dequeue(rk, queued)
+		}
 	}()
 	for {
-		d, ask, err := decide(n.now(), rule, key, hits)
+		d, ask, err := decide(n.now(), rule, key, hits, n.borrows.waitingBesides(rk, queued))
 		if err != nil || ask == nil {
 			return d, err
 		}
@@ -168,7 +204,12 @@ func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (
 		f, mine := n.borrows.start(rk, ask.Delta.Seq, now, n.cfg.BorrowTimeout)
 		if mine {
 			n.metrics.Borrows.Add(1)
-			n.peers.send([]counter.Outbound{*ask}, n.now())
+			askedAt = n.now()
+			n.peers.send([]counter.Outbound{*ask}, askedAt)
+		}
+		if queued == 0 && hits > 0 {
+			queued = hits
+			n.borrows.enqueue(rk, hits)
 		}
 		switch {
 		case timer == nil:
@@ -195,6 +236,12 @@ func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (
 		case !mine && err == nil:
 			// Another check on the key asked; its answer may bring enough
 			// for this one too, or this one asks in turn.
+			decide = n.replica.DecideAgain
+			continue
+		case err == nil && !reasked && n.crossedWindow(rule, askedAt, n.now()):
+			// The answer is for the window the question was asked in, and
+			// that one has ended: ask about this one, once.
+			reasked = true
 			decide = n.replica.DecideAgain
 			continue
 		case err != nil:
@@ -224,4 +271,15 @@ func (n *Node) awaitAnswer(ctx context.Context, f *flight, expired <-chan time.T
 	case <-n.done:
 		return ErrClosed
 	}
+}
+
+// crossedWindow reports whether moments from and to fall in different
+// windows of rule.
+func (n *Node) crossedWindow(rule string, from, to int64) bool {
+	t := n.replica.Table(rule)
+	if t == nil {
+		return false
+	}
+	w := t.Rule().Window
+	return window.Index(from, w) != window.Index(to, w)
 }

@@ -87,9 +87,11 @@ type Config struct {
 	// most what the node admitted in the last interval. Default 250ms.
 	PersistInterval time.Duration
 	// BorrowTimeout bounds how long a check on an owner-allocated rule waits
-	// for the key's owner when this node's grant is spent; a check whose
-	// answer does not come in time is decided from this node's view.
-	// Default 250ms.
+	// for the key's owner when this node's grant is spent: in all, and a
+	// whole one more for the check that asks; a check whose answer does not
+	// come in time is decided from this node's view. A node whose round trip
+	// to an owner is longer lives on the grants its reports bring, and says
+	// so in them. Default 250ms.
 	BorrowTimeout time.Duration
 	// ShutdownTimeout bounds how long Close waits for in-flight gRPC calls.
 	// Default 5s.
@@ -359,8 +361,9 @@ func (n *Node) Metrics() *Metrics { return n.metrics }
 
 // Allow checks hits (≥ 0; 0 asks without consuming) against rule for key and
 // records them if admitted. A batched rule decides from this node's view; one
-// with owner allocation may wait, up to BorrowTimeout, for the key's owner
-// when this node's grant is spent and the fleet may have room. It returns
+// with owner allocation may wait, up to BorrowTimeout (twice that if it
+// asks), for the key's owner when this node's grant is spent and the fleet
+// may have room. It returns
 // ErrClosed once the node is closing, and ctx's error, deciding nothing,
 // when ctx has ended before the check.
 func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {

@@ -333,8 +333,7 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next i
 	// What a spent from its grant since its report is not in adm: carry
 	// the old grant's value now, up to one interval of its demand, so
 	// that a busy node loses nothing to the round trip.
-	carried, frac := cur.atRem(c.now, c.end, w)
-	base := max(a.adm[1], min(carried, a.adm[1]+need))
+	base := max(a.adm[1], min(cur.at(c.now, c.end, w), a.adm[1]+need))
 	// A grant of room: the carried hits and the new share overlap, for
 	// what the node has not spent of the carry is what the share is for;
 	// granting both would hold up to three intervals of its demand, which
@@ -356,14 +355,6 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next i
 		}
 		if rate > 0 {
 			grant.rate, grant.from = rate, c.now
-			if base == carried && frac > 0 {
-				// The new line goes on from the old one's fraction of a hit,
-				// as if it had started that much earlier: dropped, the
-				// fraction would come back to the room only once the node
-				// has applied the new line, and be lost if the window ends
-				// first.
-				grant.from = max(c.now-int64(frac/uint64(rate)), c.end-int64(w))
-			}
 		}
 	}
 	return grant, next

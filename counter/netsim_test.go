@@ -160,7 +160,7 @@ func (s *netSim) run(end int64) {
 // decide decides a check at node i, or asks the key's owner and reports
 // false.
 func (s *netSim) decide(at int64, i int, key string) bool {
-	d, ask, err := s.nodes[i].Decide(at, s.rule.Name, key, 1)
+	d, ask, err := s.nodes[i].Decide(at, s.rule.Name, key, 1, 0)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func (f *ownedFleet) deliver(now int64, out []Outbound) bool {
 // owner where Decide says to, and settling on the answer or its absence.
 func (f *ownedFleet) allow(i int, now int64, key string, hits int64) window.Decision {
 	rp := f.nodes[i]
-	d, ask, err := rp.Decide(now, "api", key, hits)
+	d, ask, err := rp.Decide(now, "api", key, hits, 0)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -103,21 +103,24 @@ func (r *Replica) groupDelta(rs []routed, group []int32) *Delta {
 // Decide is Allow for a node that can ask keys' owners: a check on a key
 // whose owner must be asked (its grant here is spent while the fleet may
 // have room) is left undecided, and ask is the question to send to the
-// owner. Once the owner's answer is merged with Receive, Settle decides the
-// check; if no answer comes, Settle says how to decide it. For other rules
-// Decide is Allow. Each call counts the hits as demand for the key: a check
-// that waited on another check's question decides with DecideAgain.
-func (r *Replica) Decide(now int64, rule, key string, hits int64) (d window.Decision, ask *Outbound, err error) {
-	return r.decide(now, rule, key, hits, askOwner)
+// owner. waiting is how many hits of other checks on the key wait at this
+// node for the owner's answer: the question asks for room for them too, so
+// that they need not each ask in turn, a round trip apiece. Once the
+// owner's answer is merged with Receive, Settle decides the check; if no
+// answer comes, Settle says how to decide it. For other rules Decide is
+// Allow. Each call counts the hits as demand for the key: a check that
+// waited on another check's question decides with DecideAgain.
+func (r *Replica) Decide(now int64, rule, key string, hits, waiting int64) (d window.Decision, ask *Outbound, err error) {
+	return r.decide(now, rule, key, hits, waiting, askOwner)
 }
 
 // DecideAgain is Decide for a check already counted as demand: one that
 // waited for the answer to another check's question on the same key.
-func (r *Replica) DecideAgain(now int64, rule, key string, hits int64) (d window.Decision, ask *Outbound, err error) {
-	return r.decide(now, rule, key, hits, askAgain)
+func (r *Replica) DecideAgain(now int64, rule, key string, hits, waiting int64) (d window.Decision, ask *Outbound, err error) {
+	return r.decide(now, rule, key, hits, waiting, askAgain)
 }
 
-func (r *Replica) decide(now int64, rule, key string, hits int64, how asking) (d window.Decision, ask *Outbound, err error) {
+func (r *Replica) decide(now int64, rule, key string, hits, waiting int64, how asking) (d window.Decision, ask *Outbound, err error) {
 	t := (*r.tables.Load())[rule]
 	if t == nil {
 		return d, nil, fmt.Errorf("%w %q", ErrUnknownRule, rule)
@@ -130,7 +133,7 @@ func (r *Replica) decide(now int64, rule, key string, hits int64, how asking) (d
 	if !asked {
 		return d, nil, nil
 	}
-	q, ok := t.question(key, now, hits)
+	q, ok := t.question(key, now, hits, waiting)
 	if !ok {
 		// The owner left between the decision and the question.
 		d, _ = t.try(key, now, hits, askLost)
@@ -179,8 +182,10 @@ func (r *Replica) Settle(now int64, rule, key string, hits int64, outcome Outcom
 	return d, nil
 }
 
-// question is the report that asks key's owner for hits.
-func (t *Table) question(key string, now, hits int64) (routed, bool) {
+// question is the report that asks key's owner for hits, with waiting
+// hits of other checks behind them counted in its need: the owner grants by
+// need what it has room for, and counts as admitted only what is asked.
+func (t *Table) question(key string, now, hits, waiting int64) (routed, bool) {
 	idx := window.Index(now, t.rule.Window)
 	sh, h := t.shardOf(key)
 	sh.mu.Lock()
@@ -193,5 +198,7 @@ func (t *Table) question(key string, now, hits int64) (routed, bool) {
 	if o.owner == t.self {
 		return routed{}, false
 	}
-	return routed{to: o.owner, inc: t.self, kind: KindReport, rule: t.rule.Name, e: t.reportEntry(s, hits)}, true
+	e := t.reportEntry(s, hits)
+	e.Need = max(e.Need, min(max(waiting, 0), maxEntry))
+	return routed{to: o.owner, inc: t.self, kind: KindReport, rule: t.rule.Name, e: e}, true
 }

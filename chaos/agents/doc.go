@@ -4,4 +4,11 @@
 //
 //	go test ./chaos/agents -agents 16 -v
 //	SLUICE_AGENTS=16 go test ./chaos/agents -v
+//
+// With -agents.latency (or SLUICE_AGENTS_LATENCY) it also delays every
+// loopback packet by that much with tc netem, as between regions, and runs
+// the simulator with the same latency. That needs root, and slows every
+// program on the machine that talks over loopback while it runs:
+//
+//	go test ./chaos/agents -agents 16 -agents.latency 50ms -v
 package agents

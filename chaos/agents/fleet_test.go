@@ -25,7 +25,45 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-var agentsFlag = flag.Int("agents", 0, "run the fleet test with this many sluice agent processes (0: skip)")
+var (
+	agentsFlag  = flag.Int("agents", 0, "run the fleet test with this many sluice agent processes (0: skip)")
+	latencyFlag = flag.Duration("agents.latency", 0, "delay every loopback packet by this much (tc netem on lo; needs root), as between regions")
+)
+
+// agentLatency is the one-way latency the fleet test adds on loopback:
+// -agents.latency, or SLUICE_AGENTS_LATENCY.
+func agentLatency(t *testing.T) time.Duration {
+	d := *latencyFlag
+	if v := os.Getenv("SLUICE_AGENTS_LATENCY"); d == 0 && v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("SLUICE_AGENTS_LATENCY=%q: %v", v, err)
+		}
+	}
+	return d
+}
+
+// delayLoopback delays every packet on lo by d until t ends. Everything on
+// this machine that talks over loopback is slowed meanwhile, which is why
+// the test does it only when asked.
+func delayLoopback(t *testing.T, d time.Duration) {
+	t.Helper()
+	tc := func(args ...string) error {
+		out, err := exec.Command("tc", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("tc %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if err := tc("qdisc", "add", "dev", "lo", "root", "netem", "delay", fmt.Sprintf("%dus", d.Microseconds()), "limit", "100000"); err != nil {
+		t.Fatalf("adding latency on loopback (root and tc needed): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := tc("qdisc", "del", "dev", "lo", "root"); err != nil {
+			t.Errorf("removing the latency on loopback: %v", err)
+		}
+	})
+}
 
 // agentCount is how many agents the fleet test runs: -agents, or
 // SLUICE_AGENTS; 0 skips it.
@@ -50,6 +88,7 @@ type scenario struct {
 	sync     time.Duration
 	rate     float64 // checks per second over the fleet, spread evenly
 	duration time.Duration
+	latency  time.Duration // one way, added on loopback
 }
 
 // TestFleetMatchesTheSimulator starts N `sluice agent` processes on
@@ -64,9 +103,16 @@ func TestFleetMatchesTheSimulator(t *testing.T) {
 		t.Skip("runs only when asked: go test ./chaos/agents -agents 16 (or SLUICE_AGENTS=16)")
 	}
 	bin := buildSluice(t)
+	latency := agentLatency(t)
+	if latency > 0 {
+		delayLoopback(t, latency)
+	}
 	for _, sc := range []scenario{
-		{"sliding", 500, time.Second, window.Sliding, 200 * time.Millisecond, 800, 20 * time.Second},
-		{"fixed", 500, time.Second, window.Fixed, 200 * time.Millisecond, 800, 20 * time.Second},
+		{"sliding", 500, time.Second, window.Sliding, 200 * time.Millisecond, 800, 20 * time.Second, latency},
+		{"fixed", 500, time.Second, window.Fixed, 200 * time.Millisecond, 800, 20 * time.Second, latency},
+		// A count under 20 per agent, where an agent asks the key's owner
+		// for hits past its grant.
+		{"fixed-small", int64(12 * n), time.Second, window.Fixed, 200 * time.Millisecond, float64(20 * n), 20 * time.Second, latency},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			f := startFleet(t, bin, n, sc)
@@ -76,7 +122,7 @@ func TestFleetMatchesTheSimulator(t *testing.T) {
 
 			c := sim.Defaults()
 			c.Nodes, c.Limit, c.Window, c.Type, c.Sync, c.Rate, c.Duration = n, sc.limit, sc.window, sc.typ, sc.sync, sc.rate, sc.duration
-			c.Latency = 200 * time.Microsecond
+			c.Latency = max(sc.latency, 200*time.Microsecond)
 			r, err := sim.Run(c)
 			if err != nil {
 				t.Fatal(err)
@@ -86,7 +132,7 @@ func TestFleetMatchesTheSimulator(t *testing.T) {
 				simWindows = append(simWindows, w.Admitted)
 			}
 			want := summarize(simWindows, sc.limit)
-			t.Logf("%d agents, %d per %v %v, sync %v, %.0f checks/s: per window %v", n, sc.limit, sc.window, sc.typ, sc.sync, sc.rate, windows)
+			t.Logf("%d agents, %d per %v %v, sync %v, %.0f checks/s, %v one way: per window %v", n, sc.limit, sc.window, sc.typ, sc.sync, sc.rate, sc.latency, windows)
 			t.Logf("agents: median later window %+.1f %%, worst %+.1f %%; simulator: median %+.1f %%, worst %+.1f %%",
 				real.median, real.worst, want.median, want.worst)
 			if d := real.median - want.median; d < -2 || d > 2 {
@@ -280,7 +326,7 @@ func (f *fleet) waitFormed(t *testing.T, patience time.Duration) {
 
 // drive sends the scenario's checks of one key, evenly over the agents in
 // turn, starting on a window boundary, and returns what each whole window
-// admitted, by when each answer came back.
+// admitted, by when each answer came back less the one-way latency.
 func (f *fleet) drive(t *testing.T, sc scenario) []int64 {
 	t.Helper()
 	w := int64(sc.window)
@@ -313,7 +359,8 @@ func (f *fleet) drive(t *testing.T, sc scenario) []int64 {
 				return
 			}
 			if resp.GetAllowed() {
-				admitted[window.Index(time.Now().UnixNano(), sc.window)]++
+				// Decided a one-way latency before its answer came back.
+				admitted[window.Index(time.Now().Add(-sc.latency).UnixNano(), sc.window)]++
 			}
 		})
 	}

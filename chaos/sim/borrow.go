@@ -17,6 +17,9 @@ type waiter struct {
 	flight       uint64
 	since, until int64
 	asker        bool
+	// reasked says it asked again already, its first answer having come
+	// in the window after the one it asked about.
+	reasked bool
 }
 
 // borrowing is one node's questions to the key's owner, as cluster.Node

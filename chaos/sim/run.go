@@ -84,14 +84,14 @@ func Run(c Config) (*Result, error) {
 	}
 	// decide decides a check at node i at moment at, or reports that it
 	// waits for the owner's answer, having asked unless a question is in
-	// flight. A check that waited is decided again, its demand counted
-	// when it arrived.
-	decide := func(i int, at int64, again bool) (waits, asker bool, err error) {
+	// flight; others more checks wait there besides those queued. A check
+	// that waited is decided again, its demand counted when it arrived.
+	decide := func(i int, at int64, again bool, others int) (waits, asker bool, err error) {
 		decide := nodes[i].Decide
 		if again {
 			decide = nodes[i].DecideAgain
 		}
-		d, ask, err := decide(at, rule.Name, simKey, 1)
+		d, ask, err := decide(at, rule.Name, simKey, 1, int64(len(borrows[i].waiting)+others))
 		if err != nil {
 			return false, false, err
 		}
@@ -132,7 +132,7 @@ func Run(c Config) (*Result, error) {
 		}
 		switch e.kind {
 		case evRequest:
-			waits, asker, err := decide(e.node, e.at, false)
+			waits, asker, err := decide(e.node, e.at, false, 0)
 			if err != nil {
 				return nil, err
 			}
@@ -165,17 +165,21 @@ func Run(c Config) (*Result, error) {
 			if res.Reply != nil {
 				send(e.at, *res.Reply)
 			}
+			askedAt := b.asked
 			woken := b.answered(e.delta)
 			for k, w := range woken {
-				if w.asker {
+				if w.asker && (w.reasked || window.Index(askedAt, rule.Window) == window.Index(e.at, rule.Window)) {
 					if err := settle(e.node, e.at, counter.Answered); err != nil {
 						return nil, err
 					}
 					continue
 				}
+				// An asker whose answer came in the next window asks about
+				// this one, once, as a node does.
+				w.reasked = w.reasked || w.asker
 				// Another check asked; its answer may bring enough for
 				// this one too, or this one asks in turn.
-				waits, asker, err := decide(e.node, e.at, true)
+				waits, asker, err := decide(e.node, e.at, true, len(woken)-k-1)
 				if err != nil {
 					return nil, err
 				}

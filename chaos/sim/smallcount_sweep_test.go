@@ -27,13 +27,15 @@ type smallCase struct {
 // TestSmallCountSweep runs owner allocation over counts of 1 to 50 per
 // window (logins, password resets, SMS sends), 2 to 16 nodes, demand from
 // 0.5 to 6 times the limit, fixed and sliding windows, uniform and Poisson
-// arrivals, against one exact limiter on the same arrivals. About 20 s:
+// arrivals, against one exact limiter on the same arrivals, at the
+// simulator's latency or SWEEP_LATENCY's. About 20 s:
 //
 //	go test -tags sweep -run 'TestSmallCountSweep$' -v ./chaos/sim
 func TestSmallCountSweep(t *testing.T) {
 	windows := [][2]time.Duration{
 		{time.Second, 200 * time.Millisecond}, {10 * time.Second, 200 * time.Millisecond}, {time.Minute, time.Second},
 	}
+	latency := sweepLatency(t)
 	var cases []smallCase
 	var ratioSum, refusedSum float64
 	var nRefused int
@@ -45,7 +47,7 @@ func TestSmallCountSweep(t *testing.T) {
 						for _, arr := range []Arrivals{Uniform, Poisson} {
 							c := Defaults()
 							c.Alloc, c.Nodes, c.Limit, c.Window, c.Sync, c.Type, c.Arrivals = window.Owner, n, count, ws[0], ws[1], typ, arr
-							c.Rate, c.Duration = load*float64(count)/ws[0].Seconds(), 12*ws[0]
+							c.Rate, c.Duration, c.Latency = load*float64(count)/ws[0].Seconds(), 12*ws[0], latency
 							r, err := Run(c)
 							if err != nil {
 								t.Fatal(err)
@@ -93,8 +95,8 @@ func TestSmallCountSweep(t *testing.T) {
 	}
 	mean := 100 * ratioSum / float64(len(cases))
 	meanRefused := refusedSum / float64(max(nRefused, 1))
-	t.Logf("%d scenarios: mean admitted %.1f%% of one exact limiter's; %d with a window above the count; below the limit %.2f%% of demand refused beyond the exact limiter",
-		len(cases), mean, above, meanRefused)
+	t.Logf("%d scenarios, latency %v: mean admitted %.1f%% of one exact limiter's; %d with a window above the count; below the limit %.2f%% of demand refused beyond the exact limiter",
+		len(cases), latency, mean, above, meanRefused)
 	if mean < 97 {
 		t.Errorf("mean admitted %.1f%% of one exact limiter's, want ≥ 97%%", mean)
 	}
