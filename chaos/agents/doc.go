@@ -7,8 +7,9 @@
 //
 // With -agents.latency (or SLUICE_AGENTS_LATENCY) it also delays every
 // loopback packet by that much with tc netem, as between regions, and runs
-// the simulator with the same latency. That needs root, and slows every
-// program on the machine that talks over loopback while it runs:
+// the simulator with the same latency. That needs root and the kernel's
+// netem qdisc (sch_netem), and slows every program on the machine that
+// talks over loopback while it runs:
 //
 //	go test ./chaos/agents -agents 16 -agents.latency 50ms -v
 package agents
