@@ -68,3 +68,27 @@ func TestAllowHonoursCloseAndContext(t *testing.T) {
 		})
 	}
 }
+
+// TestRuleWithoutSyncInterval checks that the zero value of a rule's sync
+// interval works on a lone node: the rule is batched at the default, at
+// start and on reload, and its count holds.
+func TestRuleWithoutSyncInterval(t *testing.T) {
+	ctx := context.Background()
+	nd, err := Start(ctx, Config{Rules: []window.Rule{{Name: "api", Count: 3, Window: time.Minute}}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("a rule without a sync interval: %v", err)
+	}
+	defer nd.Close()
+	for i, want := range []bool{true, true, true, false} {
+		d, err := nd.Allow(ctx, "api", "user:1", 1)
+		if err != nil || d.Allowed != want {
+			t.Fatalf("check %d: allowed=%v err=%v, want allowed=%v", i+1, d.Allowed, err, want)
+		}
+	}
+	if err := nd.Reload(ctx, []window.Rule{{Name: "api", Count: 5, Window: time.Minute}}); err != nil {
+		t.Fatalf("reload with a rule without a sync interval: %v", err)
+	}
+	if d, err := nd.Allow(ctx, "api", "user:1", 1); err != nil || !d.Allowed {
+		t.Fatalf("after raising the count: allowed=%v err=%v, want admitted", d.Allowed, err)
+	}
+}

@@ -93,7 +93,8 @@ type FileRule struct {
 	WindowType string `yaml:"window_type"`
 	// SyncInterval is -1 for a strict (Raft) rule, or for a batched rule
 	// how often, in seconds, nodes exchange counts: ≥ 0.01 and below
-	// time_window. Required.
+	// time_window. Left out: batched, every 0.2 s, or a fifth of
+	// time_window if that is shorter.
 	SyncInterval *float64 `yaml:"sync_interval"`
 	// Allocation is, for a batched rule, "owner" (the default),
 	// "adaptive" or "classic".
@@ -338,9 +339,11 @@ func convertRule(fr *FileRule) (window.Rule, string, error) {
 	}
 	switch {
 	case fr.SyncInterval == nil:
-		return r, "sync_interval", errors.New("sync_interval is required: -1 for strict, or seconds between syncs for batched (≥ 0.01 and < time_window)")
+		// Batched, at the default interval (window.WithDefaults).
 	case *fr.SyncInterval == -1:
 		r.SyncInterval = window.Strict
+	case *fr.SyncInterval == 0:
+		return r, "sync_interval", errors.New("sync_interval must be -1 (strict) or ≥ 0.01 seconds and < time_window, got 0; leave it out for the default (0.2, or a fifth of time_window if that is shorter)")
 	case *fr.SyncInterval < 0:
 		return r, "sync_interval", fmt.Errorf("sync_interval must be -1 (strict) or a positive number of seconds, got %v", *fr.SyncInterval)
 	default:
@@ -354,6 +357,7 @@ func convertRule(fr *FileRule) (window.Rule, string, error) {
 	if r.FailMode, err = window.ParseFailMode(fr.FailMode); err != nil {
 		return r, "fail_mode", err
 	}
+	r = r.WithDefaults()
 	if err := r.Validate(); err != nil {
 		field := ""
 		if fe, ok := errors.AsType[*window.FieldError](err); ok {

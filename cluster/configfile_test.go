@@ -187,10 +187,8 @@ func TestParseConfigFileErrors(t *testing.T) {
 			`bad.yaml:4: rule 1 "api": time_window must be at most 9.223372036854776e+09 seconds, got 1e+10`, "time_window"},
 		{"window_type", rule("name: api", "count: 1", "time_window: 1", "window_type: rolling", "sync_interval: -1"),
 			`bad.yaml:5: rule 1 "api": window_type must be fixed or sliding, got "rolling"`, "window_type"},
-		{"sync_interval missing", rule("name: api", "count: 1", "time_window: 1"),
-			`bad.yaml:2: rule 1 "api": sync_interval is required: -1 for strict, or seconds between syncs for batched (≥ 0.01 and < time_window)`, "sync_interval"},
 		{"sync_interval zero", rule("name: api", "count: 1", "time_window: 1", "sync_interval: 0"),
-			`bad.yaml:5: rule 1 "api": sync_interval must be -1 (strict) or ≥ 10ms and < time_window (1s), got 0s`, "sync_interval"},
+			`bad.yaml:5: rule 1 "api": sync_interval must be -1 (strict) or ≥ 0.01 seconds and < time_window, got 0; leave it out for the default (0.2, or a fifth of time_window if that is shorter)`, "sync_interval"},
 		{"sync_interval below 10ms", rule("name: api", "count: 1", "time_window: 1", "sync_interval: 0.009"),
 			`bad.yaml:5: rule 1 "api": sync_interval must be -1 (strict) or ≥ 10ms and < time_window (1s), got 9ms`, "sync_interval"},
 		{"sync_interval not below time_window", rule("name: api", "count: 1", "time_window: 1", "sync_interval: 1"),
@@ -270,8 +268,9 @@ func TestNodeRulesWithoutFile(t *testing.T) {
 	}{
 		{"ok", FileConfig{Rules: []FileRule{{Name: "a", Count: n(1), TimeWindow: f(1), SyncInterval: f(-1)}}}, ""},
 		{"no rules", FileConfig{Path: "p.yaml"}, "p.yaml: rules: at least one rule is required"},
-		{"bad rule", FileConfig{Rules: []FileRule{{Name: "a", Count: n(1), TimeWindow: f(1)}}},
-			`rule 1 "a": sync_interval is required: -1 for strict, or seconds between syncs for batched (≥ 0.01 and < time_window)`},
+		{"bad rule", FileConfig{Rules: []FileRule{{Name: "a", Count: n(0), TimeWindow: f(1)}}},
+			`rule 1 "a": count must be ≥ 1, got 0`},
+		{"no sync interval", FileConfig{Rules: []FileRule{{Name: "a", Count: n(1), TimeWindow: f(1)}}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

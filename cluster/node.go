@@ -27,7 +27,9 @@ type Config struct {
 	// Name identifies the node in the fleet; it must be unique and stable
 	// across restarts. Default: the host name.
 	Name string
-	// Rules are the limits the node enforces.
+	// Rules are the limits the node enforces. A rule that sets no
+	// SyncInterval is batched at window.DefaultSyncInterval (see
+	// window.Rule.WithDefaults).
 	Rules []window.Rule
 
 	// GRPCAddr is where the node serves the Limiter and Peer gRPC APIs
@@ -150,9 +152,6 @@ type Node struct {
 	isClosing atomic.Bool // set first thing in Close, for health checks
 }
 
-// ErrClosed is returned by calls on a closed node.
-var ErrClosed = errors.New("sluice: node is closed")
-
 // Start validates cfg and starts a node. With BindAddr it joins the cluster
 // and pulls the current counts from a peer before it returns, so it never
 // starts from an empty budget. The node runs until Close; ctx bounds only
@@ -193,6 +192,7 @@ func (cfg *Config) defaults() error {
 	if len(cfg.Rules) == 0 {
 		return errors.New("sluice: config has no rules")
 	}
+	cfg.Rules = window.WithDefaults(cfg.Rules)
 	if cfg.Name == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" {
@@ -363,9 +363,13 @@ func (n *Node) Metrics() *Metrics { return n.metrics }
 // records them if admitted. A batched rule decides from this node's view; one
 // with owner allocation may wait, up to BorrowTimeout (twice that if it
 // asks), for the key's owner when this node's grant is spent and the fleet
-// may have room. It returns
-// ErrClosed once the node is closing, and ctx's error, deciding nothing,
-// when ctx has ended before the check.
+// may have room. A strict rule decides through the Raft log (without a
+// quorum, by its fail mode), within StrictTimeout and ctx. Errors, deciding nothing: ErrClosed once the node
+// is closing; ctx's error when ctx has ended before the check (or, for a
+// check that waits, while it waits); ErrUnknownRule, ErrEmptyKey,
+// ErrKeyTooLong, ErrNegativeHits and ErrHitsOverCount for a check that
+// could never be decided; and, for a strict rule, ErrOutcomeUnknown when
+// the check may or may not have been spent.
 func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {
 	select {
 	case <-n.done:
@@ -517,6 +521,7 @@ func (n *Node) Reload(ctx context.Context, rules []window.Rule) error {
 	if len(rules) == 0 {
 		return errors.New("sluice: reload has no rules")
 	}
+	rules = window.WithDefaults(rules)
 	n.rulesMu.Lock()
 	defer n.rulesMu.Unlock()
 	now := n.now()

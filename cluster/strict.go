@@ -24,12 +24,6 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-// ErrOutcomeUnknown is returned for a strict check that reached the leader
-// but whose log entry may or may not have committed (leadership was lost, or
-// the check's deadline passed, mid-flight). The check may have been spent;
-// the caller decides whether to retry.
-var ErrOutcomeUnknown = errors.New("sluice: strict check outcome unknown")
-
 // Defaults for strict mode.
 const (
 	defaultStrictVoters  = 3

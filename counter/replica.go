@@ -127,6 +127,7 @@ func NewReplica(cfg Config) (*Replica, error) {
 	r := &Replica{self: cfg.Self, reg: newRegistry(), rtt: newRoundTrips(cfg.AskTimeout), peers: make(map[Incarnation]*peerState), live: 1,
 		outsiders: map[string]map[uint32]bool{}}
 	r.selfID = r.reg.id(cfg.Self)
+	cfg.Rules = window.WithDefaults(cfg.Rules)
 	if err := validateRules(cfg.Rules); err != nil {
 		return nil, err
 	}
@@ -196,6 +197,7 @@ func (t *Table) check(key string, hits int64) error {
 // is batched or strict. A rule whose window changed starts empty; a rule no
 // longer present is dropped.
 func (r *Replica) SetRules(rules []window.Rule, now int64) error {
+	rules = window.WithDefaults(rules)
 	if err := validateRules(rules); err != nil {
 		return err
 	}

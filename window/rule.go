@@ -149,12 +149,38 @@ type Rule struct {
 	// Type is Sliding (the zero value) or Fixed.
 	Type Type
 	// SyncInterval is Strict (-1) for Raft-backed exact decisions, or how
-	// often a batched rule exchanges counts with peers.
+	// often a batched rule exchanges counts with peers; 0 is the default
+	// (see WithDefaults).
 	SyncInterval time.Duration
 	// Allocation is how a batched rule divides budget between syncs.
 	Allocation Allocation
 	// FailMode is what a strict rule does without a quorum.
 	FailMode FailMode
+}
+
+// DefaultSyncInterval is the sync interval of a batched rule that sets none,
+// where its window is a second or longer.
+const DefaultSyncInterval = 200 * time.Millisecond
+
+// WithDefaults returns r with what it leaves unset filled in: a zero
+// SyncInterval becomes DefaultSyncInterval, or a fifth of the window where
+// that is shorter, but never less than MinSyncInterval. Nodes and replicas
+// apply it to the rules they are given, so that Rule{Name, Count, Window}
+// is a batched rule that works.
+func (r Rule) WithDefaults() Rule {
+	if r.SyncInterval == 0 {
+		r.SyncInterval = max(MinSyncInterval, min(DefaultSyncInterval, r.Window/5))
+	}
+	return r
+}
+
+// WithDefaults returns a copy of rules, each with its defaults filled in.
+func WithDefaults(rules []Rule) []Rule {
+	out := make([]Rule, len(rules))
+	for i, r := range rules {
+		out[i] = r.WithDefaults()
+	}
+	return out
 }
 
 // IsStrict reports whether r decides through the Raft log.

@@ -1,0 +1,46 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/counter"
+	"github.com/sluicehq/sluice/window"
+)
+
+// TestErrorsFromThePackageUsersImport checks that every error Allow and
+// Start return for a check or rule they cannot take matches, with
+// errors.Is, a sentinel of this package.
+func TestErrorsFromThePackageUsersImport(t *testing.T) {
+	ctx := context.Background()
+	nd, err := Start(ctx, Config{Rules: []window.Rule{{Name: "api", Count: 5, Window: time.Minute}}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nd.Close()
+	for _, tc := range []struct {
+		name, rule, key string
+		hits            int64
+		want            error
+	}{
+		{"unknown rule", "apj", "user:1", 1, ErrUnknownRule},
+		{"empty key", "api", "", 1, ErrEmptyKey},
+		{"key too long", "api", strings.Repeat("k", counter.MaxKeyLen+1), 1, ErrKeyTooLong},
+		{"negative hits", "api", "user:1", -1, ErrNegativeHits},
+		{"hits over the count", "api", "user:1", 6, ErrHitsOverCount},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := nd.Allow(ctx, tc.rule, tc.key, tc.hits)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Allow(%q, %d hits) = %v, want an error matching %v", tc.rule, tc.hits, err, tc.want)
+			}
+		})
+	}
+	_, err = Start(ctx, Config{Rules: []window.Rule{{Name: "api", Count: 0, Window: time.Minute}}, Logger: testLogger(t)})
+	if !errors.Is(err, ErrInvalidRule) {
+		t.Fatalf("Start with a count of 0 = %v, want an error matching ErrInvalidRule", err)
+	}
+}
