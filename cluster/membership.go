@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/hashicorp/go-sockaddr"
 	"io"
 	"log"
 	"log/slog"
@@ -108,7 +109,12 @@ func newMembership(n *Node) (*membership, error) {
 		restarted: make(chan string, 1)}
 	grpcAddr := n.cfg.GRPCAdvertiseAddr
 	if grpcAddr == "" {
-		grpcAddr = n.server.addr()
+		var ok bool
+		if grpcAddr, ok = advertisedGRPC(n.server.addr(), n.cfg.AdvertiseAddr, n.cfg.BindAddr, privateIP); !ok {
+			n.log.Warn("GRPCAddr listens on every interface and nothing names a host to advertise: "+
+				"peers are told the wildcard address and may fail to reach this node; set GRPCAdvertiseAddr, or give GRPCAddr a host",
+				"grpc_addr", grpcAddr)
+		}
 	}
 	m.grpcAddr = grpcAddr
 	if err := m.setMeta(); err != nil {
@@ -376,3 +382,6 @@ func (w *levelLog) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*levelLog)(nil)
+
+// privateIP is the address memberlist advertises for a wildcard bind.
+func privateIP() (string, error) { return sockaddr.GetPrivateIP() }

@@ -37,7 +37,9 @@ type Config struct {
 	// serves nothing.
 	GRPCAddr string
 	// GRPCAdvertiseAddr is the gRPC address peers dial; default the address
-	// GRPCAddr bound to.
+	// GRPCAddr bound to, with a wildcard host (0.0.0.0, [::]) replaced by
+	// that of AdvertiseAddr or BindAddr, or by the private address gossip
+	// advertises.
 	GRPCAdvertiseAddr string
 	// BindAddr is the gossip (memberlist) HOST:PORT; empty runs no gossip,
 	// a single node.

@@ -330,17 +330,10 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 		a.httpLis = lis
 	}
 
-	advertise := grpcAdvertiseAddr(grpcAddr, f.AdvertiseAddr, f.GossipAddr)
-	if f.GossipAddr != "" && advertise == "" && bindsEverywhere(grpcAddr) {
-		logger.Warn("grpc_addr listens on every interface and neither advertise_addr nor gossip_addr names a host: "+
-			"peers are told the wildcard address and may fail to reach this node; give grpc_addr a host",
-			"grpc_addr", grpcAddr)
-	}
 	node, err := cluster.Start(ctx, cluster.Config{
 		Name:                f.Name,
 		Rules:               rules,
 		GRPCAddr:            grpcAddr,
-		GRPCAdvertiseAddr:   advertise,
 		BindAddr:            f.GossipAddr,
 		AdvertiseAddr:       f.AdvertiseAddr,
 		Join:                f.Join,
@@ -379,37 +372,6 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 		}()
 	}
 	return a, nil
-}
-
-// grpcAdvertiseAddr returns the gRPC address to gossip to peers when
-// grpcAddr listens on every interface on a fixed port: the first of
-// advertiseAddr and gossipAddr that names a host, with the gRPC port. Else
-// it returns "" and the node gossips the address it bound.
-func grpcAdvertiseAddr(grpcAddr, advertiseAddr, gossipAddr string) string {
-	_, port, err := net.SplitHostPort(grpcAddr)
-	if err != nil || port == "0" || !bindsEverywhere(grpcAddr) {
-		return ""
-	}
-	for _, addr := range []string{advertiseAddr, gossipAddr} {
-		if host, _, err := net.SplitHostPort(addr); err == nil && addr != "" && !bindsEverywhere(addr) {
-			return net.JoinHostPort(host, port)
-		}
-	}
-	return ""
-}
-
-// bindsEverywhere reports whether addr's host is empty or a wildcard such as
-// 0.0.0.0 or [::].
-func bindsEverywhere(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsUnspecified()
 }
 
 // GRPCAddr returns the address the node serves gRPC on, with the port the
