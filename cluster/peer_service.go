@@ -147,7 +147,11 @@ func splitDelta(d *counter.Delta, max int) []*counter.Delta {
 // Members lists the cluster as this node sees it.
 func (s *peerService) Members(ctx context.Context, _ *sluicev1.MembersRequest) (*sluicev1.MembersResponse, error) {
 	n := s.node
-	self := &sluicev1.Member{Name: n.cfg.Name, State: "alive", GrpcAddr: n.GRPCAddr(), Boot: n.self.Boot,
+	grpcAddr := n.GRPCAddr()
+	if n.members != nil {
+		grpcAddr = n.members.grpcAddr // what peers are told
+	}
+	self := &sluicev1.Member{Name: n.cfg.Name, State: "alive", GrpcAddr: grpcAddr, Boot: n.self.Boot,
 		RulesHash: n.rulesHash(), RulesMatch: true, Self: true, GossipAddr: n.GossipAddr()}
 	resp := &sluicev1.MembersResponse{Members: []*sluicev1.Member{self}}
 	if n.members == nil {
