@@ -91,6 +91,10 @@ func statusFor(err error, prefix string) error {
 		code = codes.InvalidArgument
 	case errors.Is(err, ErrClosed):
 		code = codes.Unavailable
+	case errors.Is(err, ErrOutcomeUnknown):
+		// Not a failure of the server: the log may or may not have spent
+		// the check, and only the caller knows whether to retry.
+		code = codes.Aborted
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		code = status.FromContextError(err).Code()
 	}

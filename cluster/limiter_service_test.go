@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -276,5 +278,27 @@ func TestLimiterServiceNilInput(t *testing.T) {
 				t.Fatalf("code = %v, want %v", got, tt.wantCode)
 			}
 		})
+	}
+}
+
+// TestStatusForEveryError checks the gRPC code each error of Allow maps to,
+// wrapped as Allow wraps them.
+func TestStatusForEveryError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want codes.Code
+	}{
+		{fmt.Errorf("%w %q", ErrUnknownRule, "api"), codes.NotFound},
+		{fmt.Errorf("key %q: %w", "", ErrEmptyKey), codes.InvalidArgument},
+		{fmt.Errorf("hits 7: %w", ErrHitsOverCount), codes.InvalidArgument},
+		{ErrClosed, codes.Unavailable},
+		{fmt.Errorf("rule %q: %w", "ledger", ErrOutcomeUnknown), codes.Aborted},
+		{context.Canceled, codes.Canceled},
+		{fmt.Errorf("strict: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
+		{errors.New("something else"), codes.Internal},
+	} {
+		if got := status.Code(statusFor(tc.err, "")); got != tc.want {
+			t.Errorf("statusFor(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

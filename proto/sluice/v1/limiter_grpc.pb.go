@@ -36,6 +36,11 @@ const (
 // Errors are gRPC status codes: NOT_FOUND for a rule the node does not have,
 // INVALID_ARGUMENT for a malformed check (empty or over-long key, negative
 // hits, hits above the rule's count); the message names the field and value.
+// UNAVAILABLE from a node that is shutting down; ABORTED for a strict check
+// whose outcome is unknown (leadership changed, or its deadline passed,
+// while its log entry was in flight: it may have been spent, and the caller
+// decides whether to retry); CANCELLED and DEADLINE_EXCEEDED for the call's
+// own context.
 type LimiterClient interface {
 	// Check spends hits of one key under one rule if they fit, and returns the
 	// decision.
@@ -87,6 +92,11 @@ func (c *limiterClient) CheckBatch(ctx context.Context, in *CheckBatchRequest, o
 // Errors are gRPC status codes: NOT_FOUND for a rule the node does not have,
 // INVALID_ARGUMENT for a malformed check (empty or over-long key, negative
 // hits, hits above the rule's count); the message names the field and value.
+// UNAVAILABLE from a node that is shutting down; ABORTED for a strict check
+// whose outcome is unknown (leadership changed, or its deadline passed,
+// while its log entry was in flight: it may have been spent, and the caller
+// decides whether to retry); CANCELLED and DEADLINE_EXCEEDED for the call's
+// own context.
 type LimiterServer interface {
 	// Check spends hits of one key under one rule if they fit, and returns the
 	// decision.
