@@ -1,4 +1,39 @@
 // Package cluster runs a sluice node: the embedding API (Start, Allow,
 // Close), the clock and the loops that drive the pure counter table, and
 // everything that talks to peers and clients.
+//
+// # Where to start
+//
+// A program that limits its own requests starts one node with its rules and
+// asks it before each request:
+//
+//	node, err := cluster.Start(ctx, cluster.Config{
+//		Rules: []window.Rule{{Name: "api", Count: 100, Window: time.Second}},
+//	})
+//	...
+//	defer node.Close()
+//	d, err := node.Allow(ctx, "api", userID, 1)
+//	if err == nil && !d.Allowed {
+//		// refuse; d.RetryAfter says when the same hits would fit
+//	}
+//
+// A rule (window.Rule) is Count hits per key per Window, in a sliding window
+// unless Type says Fixed. Its SyncInterval says how a fleet shares it: left
+// at zero, nodes count locally and sync every window.DefaultSyncInterval
+// (batched); window.Strict decides every check through a Raft log (exact).
+// Allocation says how a batched rule's count is divided between syncs;
+// window.Owner, the zero value, gives each key an owner that grants the
+// others their parts.
+//
+// Alone, a node needs nothing else. To share rules with other nodes, give
+// each a GRPCAddr for its peers and a BindAddr for gossip, and Join the
+// gossip address of any node already running; DataDir keeps counts across
+// restarts. Decision says what the fleet has left (Remaining) and when a
+// refused client should come back (RetryAfter). The errors a node returns
+// are this package's Err values, to match with errors.Is; Allow lists them.
+//
+// Reload changes the rules of a running node, Metrics and HTTPHandler are
+// what an operator watches, and the `sluice agent` command (cmd/sluice)
+// runs a node beside programs in other languages, which call it over gRPC
+// (proto/sluice/v1).
 package cluster
