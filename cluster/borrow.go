@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/counter"
@@ -24,8 +25,10 @@ type borrows struct {
 	mu      sync.Mutex
 	pending map[ruleKey]*flight
 	// queued is, per key, the hits of the checks waiting for its owner's
-	// answer: a question asks for room for them all.
-	queued map[ruleKey]int64
+	// answer: a question asks for room for them all. anyQueued is their
+	// total, read without the lock on every check.
+	queued    map[ruleKey]int64
+	anyQueued atomic.Int64
 	// silent are the owners a question to which went unanswered, with the
 	// moment it was asked: checks that would ask one are decided at once,
 	// without waiting, until anything arrives from it again or it leaves.
@@ -117,6 +120,7 @@ func (b *borrows) enqueue(rk ruleKey, hits int64) {
 		b.queued = make(map[ruleKey]int64)
 	}
 	b.queued[rk] += hits
+	b.anyQueued.Add(hits)
 }
 
 // dequeue counts hits no longer waiting on rk's owner.
@@ -126,11 +130,17 @@ func (b *borrows) dequeue(rk ruleKey, hits int64) {
 	if b.queued[rk] -= hits; b.queued[rk] <= 0 {
 		delete(b.queued, rk)
 	}
+	b.anyQueued.Add(-hits)
 }
 
 // waitingBesides is how many hits wait on rk's owner besides mine (those
 // of a check already counted waiting, 0 for one not yet).
 func (b *borrows) waitingBesides(rk ruleKey, mine int64) int64 {
+	if b.anyQueued.Load() <= mine {
+		// Nothing else waits anywhere: the common case, decided without
+		// the lock every check would otherwise contend for.
+		return 0
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return max(b.queued[rk]-mine, 0)
@@ -169,7 +179,17 @@ func (b *borrows) drop(rk ruleKey, f *flight) {
 // decided from this node's view.
 func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {
 	rk := ruleKey{rule, key}
-	decide := n.replica.Decide
+	d, ask, err := n.replica.Decide(n.now(), rule, key, hits, n.borrows.waitingBesides(rk, 0))
+	if err != nil || ask == nil {
+		return d, err
+	}
+	return n.awaitOwner(ctx, rk, hits, ask)
+}
+
+// awaitOwner decides a check that must ask the key's owner, ask being the
+// question Decide built for it.
+func (n *Node) awaitOwner(ctx context.Context, rk ruleKey, hits int64, ask *counter.Outbound) (window.Decision, error) {
+	rule, key := rk.rule, rk.key
 	// One timer for the whole wait: a check that finds each answer spent
 	// by others and waits on the next question would otherwise wait
 	// without end while answers keep coming.
@@ -186,10 +206,15 @@ func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (
 			n.borrows.dequeue(rk, queued)
 		}
 	}()
-	for {
-		d, ask, err := decide(n.now(), rule, key, hits, n.borrows.waitingBesides(rk, queued))
-		if err != nil || ask == nil {
-			return d, err
+	for first := true; ; first = false {
+		if !first {
+			// Woken by an answer that did not bring enough: decide again,
+			// asking in turn if need be.
+			d, again, err := n.replica.DecideAgain(n.now(), rule, key, hits, n.borrows.waitingBesides(rk, queued))
+			if err != nil || again == nil {
+				return d, err
+			}
+			ask = again
 		}
 		now := n.now()
 		if asked == 0 {
@@ -217,11 +242,12 @@ func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (
 		case mine:
 			// The question it sends gets the whole timeout, so that an
 			// owner is taken for silent only when a question to it went
-			// unanswered that long. A check asks once at most: its wait is
-			// at most two timeouts.
+			// unanswered that long. A check asks once, and once more only
+			// if the answer came in the next window: its wait is at most
+			// two timeouts, three across a window boundary.
 			timer.Reset(n.cfg.BorrowTimeout)
 		}
-		err = n.awaitAnswer(ctx, f, timer.C)
+		err := n.awaitAnswer(ctx, f, timer.C)
 		if errors.Is(err, errAnswerLate) && mine {
 			// Unanswered: the next check asks anew. A question whose asker
 			// went away (its context ended) is still in flight, and the
@@ -236,13 +262,11 @@ func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (
 		case !mine && err == nil:
 			// Another check on the key asked; its answer may bring enough
 			// for this one too, or this one asks in turn.
-			decide = n.replica.DecideAgain
 			continue
 		case err == nil && !reasked && n.crossedWindow(rule, askedAt, n.now()):
 			// The answer is for the window the question was asked in, and
 			// that one has ended: ask about this one, once.
 			reasked = true
-			decide = n.replica.DecideAgain
 			continue
 		case err != nil:
 			n.metrics.BorrowTimeouts.Add(1)

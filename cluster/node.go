@@ -92,10 +92,10 @@ type Config struct {
 	PersistInterval time.Duration
 	// BorrowTimeout bounds how long a check on an owner-allocated rule waits
 	// for the key's owner when this node's grant is spent: in all, and a
-	// whole one more for the check that asks; a check whose answer does not
-	// come in time is decided from this node's view. A node whose round trip
-	// to an owner is longer lives on the grants its reports bring, and says
-	// so in them. Default 250ms.
+	// whole one more for each question the check asks; a check whose answer
+	// does not come in time is decided from this node's view. A node whose
+	// round trip to an owner is longer lives on the grants its reports
+	// bring, and says so in them. Default 250ms.
 	BorrowTimeout time.Duration
 	// ShutdownTimeout bounds how long Close waits for in-flight gRPC calls.
 	// Default 5s.
@@ -363,15 +363,18 @@ func (n *Node) Metrics() *Metrics { return n.metrics }
 
 // Allow checks hits (≥ 0; 0 asks without consuming) against rule for key and
 // records them if admitted. A batched rule decides from this node's view; one
-// with owner allocation may wait, up to BorrowTimeout (twice that if it
-// asks), for the key's owner when this node's grant is spent and the fleet
-// may have room. A strict rule decides through the Raft log (without a
-// quorum, by its fail mode), within StrictTimeout and ctx. Errors, deciding nothing: ErrClosed once the node
-// is closing; ctx's error when ctx has ended before the check (or, for a
-// check that waits, while it waits); ErrUnknownRule, ErrEmptyKey,
-// ErrKeyTooLong, ErrNegativeHits and ErrHitsOverCount for a check that
-// could never be decided; and, for a strict rule, ErrOutcomeUnknown when
-// the check may or may not have been spent.
+// with owner allocation may wait for the key's owner when this node's grant
+// is spent and the fleet may have room: up to BorrowTimeout, twice that if
+// it asks, three times if its answer comes in the next window. A strict rule
+// decides through the Raft log (without a quorum, by its fail mode), within
+// StrictTimeout and ctx.
+//
+// Errors, deciding nothing: ErrClosed once the node is closing; ctx's error
+// when ctx has ended before the check (or, for a check that waits, while it
+// waits); ErrUnknownRule, ErrEmptyKey, ErrKeyTooLong, ErrNegativeHits and
+// ErrHitsOverCount for a check that could never be decided; and, for a
+// strict rule, ErrOutcomeUnknown when the check may or may not have been
+// spent.
 func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {
 	select {
 	case <-n.done:
@@ -390,7 +393,9 @@ func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.
 		}
 	}
 	d, err := n.allowBatched(ctx, rule, key, hits)
-	if d.Allowed && hits > 0 {
+	if d.Allowed && hits > 0 && !n.changed.Load() {
+		// Read first: a store on every check would keep the flag's cache
+		// line moving between cores.
 		n.changed.Store(true)
 	}
 	return d, err

@@ -14,10 +14,7 @@ import (
 func TestBorrowingWaitsAsANodeDoes(t *testing.T) {
 	owner := counter.Incarnation{Node: "n01", Boot: 1}
 	ms := int64(time.Millisecond)
-	answer := func(seq uint64) *counter.Delta {
-		return &counter.Delta{From: owner, Kind: counter.KindAnswer,
-			Rules: []counter.RuleDelta{{Rule: "sim", Entries: []counter.Entry{{Key: simKey, Told: seq}}}}}
-	}
+	answer := func(seq uint64) *counter.Delta { return answerFrom(owner, seq) }
 
 	b := newBorrowing(250 * time.Millisecond)
 	b.start(7, owner, 0)
@@ -71,10 +68,7 @@ func TestBorrowingWaitsAsANodeDoes(t *testing.T) {
 func TestBorrowingBoundsEachWait(t *testing.T) {
 	owner := counter.Incarnation{Node: "n01", Boot: 1}
 	ms := int64(time.Millisecond)
-	answer := func(seq uint64) *counter.Delta {
-		return &counter.Delta{From: owner, Kind: counter.KindAnswer,
-			Rules: []counter.RuleDelta{{Rule: "sim", Entries: []counter.Entry{{Key: simKey, Told: seq}}}}}
-	}
+	answer := func(seq uint64) *counter.Delta { return answerFrom(owner, seq) }
 	b := newBorrowing(250 * time.Millisecond)
 	b.start(1, owner, 0)
 	b.wait(0, true)
@@ -107,4 +101,10 @@ func TestBorrowingBoundsEachWait(t *testing.T) {
 	if _, silent := b.silent[owner]; !silent || b.flight != 0 {
 		t.Fatal("an unanswered question did not mark its owner silent")
 	}
+}
+
+// answerFrom is owner's answer to the report with sequence seq.
+func answerFrom(owner counter.Incarnation, seq uint64) *counter.Delta {
+	return &counter.Delta{From: owner, Kind: counter.KindAnswer,
+		Rules: []counter.RuleDelta{{Rule: "sim", Entries: []counter.Entry{{Key: simKey, Told: seq}}}}}
 }
