@@ -48,13 +48,13 @@ func runAccuracy(t testing.TB, rule window.Rule) accuracyRun {
 			nd.Close()
 		}
 	}()
-	metric := func(f func(*Metrics) int64) (sum int64) {
+	metric := func(f func(Metrics) int64) (sum int64) {
 		for _, nd := range cl {
 			sum += f(nd.Metrics())
 		}
 		return sum
 	}
-	drops := func(m *Metrics) int64 { return m.DeltasDropped.Load() + m.StreamResets.Load() }
+	drops := func(m Metrics) int64 { return m.DeltasDropped + m.StreamResets }
 	drops0 := metric(drops)
 
 	adm := &admissions{per: map[int64]int64{}}
@@ -72,7 +72,7 @@ func runAccuracy(t testing.TB, rule window.Rule) accuracyRun {
 	})
 	cancel()
 	wg.Wait()
-	stopped, sent0 := time.Now(), metric(func(m *Metrics) int64 { return m.DeltasSent.Load() })
+	stopped, sent0 := time.Now(), metric(func(m Metrics) int64 { return m.DeltasSent })
 
 	var run accuracyRun
 	for idx := first; idx < first+4; idx++ {
@@ -95,7 +95,7 @@ func runAccuracy(t testing.TB, rule window.Rule) accuracyRun {
 		return rule.Allocation != window.Adaptive || v0 == want
 	})
 	run.agreed = time.Since(stopped)
-	run.deltas = metric(func(m *Metrics) int64 { return m.DeltasSent.Load() }) - sent0
+	run.deltas = metric(func(m Metrics) int64 { return m.DeltasSent }) - sent0
 	run.drops = metric(drops) - drops0
 	return run
 }
@@ -125,7 +125,7 @@ func watchSync(ctx context.Context, wg *sync.WaitGroup, nodes []*Node, clock fun
 			for _, nd := range nodes {
 				m := nd.Metrics()
 				late = max(late, now-nd.replica.NextTick())
-				inFlight += m.DeltasSent.Load() - m.DeltasReceived.Load()
+				inFlight += m.DeltasSent - m.DeltasReceived
 			}
 			switch {
 			case inFlight <= 0:

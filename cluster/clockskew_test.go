@@ -112,9 +112,9 @@ func TestSkewedNodeDecidesOnTheFleetsClock(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		c := skewed.Metrics().ClockCorrection.Load()
+		c := skewed.Metrics().ClockCorrection
 		return c < -int64(skew)+int64(time.Second) && c > -int64(skew)-int64(time.Second) &&
-			nodes[0].Metrics().SkewedPeers.Load() == 1 && nodes[1].Metrics().SkewedPeers.Load() == 1
+			nodes[0].Metrics().SkewedPeers == 1 && nodes[1].Metrics().SkewedPeers == 1
 	})
 	// node-0 spends half the count; the skewed node, asking for all of it,
 	// must find exactly the other half: more, and its clock inflated the

@@ -47,3 +47,19 @@ func ExampleNode_Allow_unknownRule() {
 	fmt.Println(errors.Is(err, cluster.ErrUnknownRule))
 	// Output: true
 }
+
+// Metrics are read as values, one moment's copy of the node's counters.
+func ExampleNode_Metrics() {
+	ctx := context.Background()
+	node, err := cluster.Start(ctx, cluster.Config{
+		Rules: []window.Rule{{Name: "api", Count: 100, Window: time.Second}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer node.Close()
+
+	m := node.Metrics()
+	fmt.Println(m.Members, m.Peers, m.Borrows)
+	// Output: 1 0 0
+}

@@ -28,7 +28,7 @@ func (n *Node) HTTPHandler() http.Handler {
 // a failure is a clean 500 rather than a truncated page.
 func (n *Node) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	var buf bytes.Buffer
-	if err := n.metrics.WritePrometheus(&buf); err != nil {
+	if err := n.metrics.snapshot().WritePrometheus(&buf); err != nil {
 		http.Error(w, "writing metrics: "+err.Error(), http.StatusInternalServerError)
 		return
 	}

@@ -48,7 +48,7 @@ func httpDo(t *testing.T, method, url, header string) (int, string, string) {
 
 func TestHTTPHandler(t *testing.T) {
 	n, srv := startHTTPNode(t)
-	n.Metrics().DeltasSent.Store(7)
+	n.metrics.DeltasSent.Store(7)
 	tests := []struct {
 		name       string
 		method     string
@@ -88,7 +88,7 @@ func TestHTTPHandler(t *testing.T) {
 
 func TestHTTPHandlerMetricsMatchWritePrometheus(t *testing.T) {
 	n, srv := startHTTPNode(t)
-	n.Metrics().Members.Store(3)
+	n.metrics.Members.Store(3)
 	var want strings.Builder
 	if err := n.Metrics().WritePrometheus(&want); err != nil {
 		t.Fatal(err)

@@ -6,59 +6,108 @@ import (
 	"sync/atomic"
 )
 
-// Metrics are a node's counters and gauges, exported at /metrics in the
-// Prometheus text format by the agent.
+// Metrics are a node's counters and gauges as of one moment, read with
+// Node.Metrics; the agent exports them at /metrics in the Prometheus text
+// format. They are values: changing one changes nothing in the node.
 type Metrics struct {
 	// Members and Peers are the cluster size as seen by this node, itself
 	// included, and the peers it streams to.
-	Members, Peers atomic.Int64
+	Members, Peers int64
 	// DriftedMembers are members whose rule set differs from this node's.
-	DriftedMembers atomic.Int64
+	DriftedMembers int64
 	// SkewedPeers are peers whose clocks are off from the fleet's by more
 	// than the tolerance; ClockCorrection is what this node adds to its own
 	// clock to decide on the fleet's (nanoseconds, 0 when it agrees).
-	SkewedPeers, ClockCorrection atomic.Int64
+	SkewedPeers, ClockCorrection int64
 	// Saves are the times a node with a data dir saved its changed counts;
 	// LastSaveAt is the node-clock time (Unix nanoseconds) of the counts in
 	// the last completed save: a crash loses what was admitted after it.
-	Saves, LastSaveAt atomic.Int64
+	Saves, LastSaveAt int64
 	// SyncedThrough is the node-clock time (Unix nanoseconds) up to which
 	// this node's counts have been written to every live peer, as of its
 	// last sync round; 0 without peers. A crash loses, until the window
 	// ends, what was admitted after it and not saved.
-	SyncedThrough atomic.Int64
+	SyncedThrough int64
 	// Reconnects are joins to a failed member or a missing seed that
 	// reached it: heals of a split fleet or a restarted seed.
-	Reconnects atomic.Int64
+	Reconnects int64
 	// Sync traffic out: messages, entries and bytes written to peers;
 	// deltas dropped for a slow peer; streams that broke.
-	DeltasSent, EntriesSent, BytesSent, DeltasDropped, StreamResets atomic.Int64
+	DeltasSent, EntriesSent, BytesSent, DeltasDropped, StreamResets int64
 	// Sync traffic in: deltas merged, entries merged, deltas rejected as
 	// malformed, deltas naming rules this node does not have.
-	DeltasReceived, EntriesMerged, DeltasRejected, UnknownRuleDeltas atomic.Int64
+	DeltasReceived, EntriesMerged, DeltasRejected, UnknownRuleDeltas int64
 	// Strict mode: log entries this node committed as leader, the checks
 	// they held, and checks answered by fail_mode for want of a leader.
-	StrictEntries, StrictChecks, StrictFailovers atomic.Int64
+	StrictEntries, StrictChecks, StrictFailovers int64
 	// StrictInFlightFailovers are the fail-mode answers given while the
 	// check was on its way to a leader that did not answer in time.
-	StrictInFlightFailovers atomic.Int64
+	StrictInFlightFailovers int64
 	// StrictRecoveries are the times this node rebuilt the strict group
 	// from the voters it had left, after a majority of them restarted
 	// without their logs.
-	StrictRecoveries atomic.Int64
+	StrictRecoveries int64
 	// Borrows are checks this node asked a key's owner about (owner
 	// allocation), and BorrowTimeouts those whose answer did not come in
 	// time and were decided from this node's view.
-	Borrows, BorrowTimeouts atomic.Int64
+	Borrows, BorrowTimeouts int64
 }
 
-func newMetrics() *Metrics { return &Metrics{} }
+// counters are the node's live metrics, updated as it works: each is the
+// field of Metrics of the same name, which Node.Metrics reads them into.
+type counters struct {
+	Members, Peers                                                   atomic.Int64
+	DriftedMembers                                                   atomic.Int64
+	SkewedPeers, ClockCorrection                                     atomic.Int64
+	Saves, LastSaveAt                                                atomic.Int64
+	SyncedThrough                                                    atomic.Int64
+	Reconnects                                                       atomic.Int64
+	DeltasSent, EntriesSent, BytesSent, DeltasDropped, StreamResets  atomic.Int64
+	DeltasReceived, EntriesMerged, DeltasRejected, UnknownRuleDeltas atomic.Int64
+	StrictEntries, StrictChecks, StrictFailovers                     atomic.Int64
+	StrictInFlightFailovers                                          atomic.Int64
+	StrictRecoveries                                                 atomic.Int64
+	Borrows, BorrowTimeouts                                          atomic.Int64
+}
+
+func newCounters() *counters { return &counters{} }
+
+// snapshot reads every counter.
+func (c *counters) snapshot() Metrics {
+	return Metrics{
+		Members:                 c.Members.Load(),
+		Peers:                   c.Peers.Load(),
+		DriftedMembers:          c.DriftedMembers.Load(),
+		SkewedPeers:             c.SkewedPeers.Load(),
+		ClockCorrection:         c.ClockCorrection.Load(),
+		Saves:                   c.Saves.Load(),
+		LastSaveAt:              c.LastSaveAt.Load(),
+		SyncedThrough:           c.SyncedThrough.Load(),
+		Reconnects:              c.Reconnects.Load(),
+		DeltasSent:              c.DeltasSent.Load(),
+		EntriesSent:             c.EntriesSent.Load(),
+		BytesSent:               c.BytesSent.Load(),
+		DeltasDropped:           c.DeltasDropped.Load(),
+		StreamResets:            c.StreamResets.Load(),
+		DeltasReceived:          c.DeltasReceived.Load(),
+		EntriesMerged:           c.EntriesMerged.Load(),
+		DeltasRejected:          c.DeltasRejected.Load(),
+		UnknownRuleDeltas:       c.UnknownRuleDeltas.Load(),
+		StrictEntries:           c.StrictEntries.Load(),
+		StrictChecks:            c.StrictChecks.Load(),
+		StrictFailovers:         c.StrictFailovers.Load(),
+		StrictInFlightFailovers: c.StrictInFlightFailovers.Load(),
+		StrictRecoveries:        c.StrictRecoveries.Load(),
+		Borrows:                 c.Borrows.Load(),
+		BorrowTimeouts:          c.BorrowTimeouts.Load(),
+	}
+}
 
 // WritePrometheus writes the metrics in the Prometheus text format.
-func (m *Metrics) WritePrometheus(w io.Writer) error {
+func (m Metrics) WritePrometheus(w io.Writer) error {
 	type metric struct {
 		name, kind, help string
-		v                *atomic.Int64
+		v                *int64
 	}
 	for _, x := range []metric{
 		{"sluice_members", "gauge", "Cluster members seen by this node, itself included.", &m.Members},
@@ -87,7 +136,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		{"sluice_borrow_timeouts_total", "counter", "Checks whose owner did not answer in time, decided from this node's view.", &m.BorrowTimeouts},
 		{"sluice_strict_recoveries_total", "counter", "Strict groups this node rebuilt from the voters left after a majority restarted without their logs.", &m.StrictRecoveries},
 	} {
-		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", x.name, x.help, x.name, x.kind, x.name, x.v.Load()); err != nil {
+		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", x.name, x.help, x.name, x.kind, x.name, *x.v); err != nil {
 			return err
 		}
 	}

@@ -130,7 +130,7 @@ type Node struct {
 	self    counter.Incarnation
 	hash    atomic.Uint64 // of the rules, for drift detection
 	replica *counter.Replica
-	metrics *Metrics
+	metrics *counters
 
 	store   *store.Store                // nil without DataDir
 	server  *server                     // nil without GRPCAddr
@@ -165,7 +165,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), clock: newWallClock(), metrics: newMetrics(),
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), clock: newWallClock(), metrics: newCounters(),
 		wake: make(chan struct{}, 1)}
 	n.ownNow = cfg.Now
 	if n.ownNow == nil {
@@ -359,7 +359,7 @@ func (n *Node) GossipAddr() string {
 }
 
 // Metrics returns the node's counters.
-func (n *Node) Metrics() *Metrics { return n.metrics }
+func (n *Node) Metrics() Metrics { return n.metrics.snapshot() }
 
 // Allow checks hits (≥ 0; 0 asks without consuming) against rule for key and
 // records them if admitted. A batched rule decides from this node's view; one

@@ -30,8 +30,8 @@ func TestCrashKeepsSavedCounts(t *testing.T) {
 			t.Fatalf("check %d: %+v, %v", i, d, err)
 		}
 	}
-	saves := nd.Metrics().Saves.Load()
-	waitFor(t, patience, "a save after the admissions", func() bool { return nd.Metrics().Saves.Load() > saves })
+	saves := nd.Metrics().Saves
+	waitFor(t, patience, "a save after the admissions", func() bool { return nd.Metrics().Saves > saves })
 	nd.Kill()
 
 	again := start()

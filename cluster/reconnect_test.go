@@ -40,7 +40,7 @@ func startHealing(t *testing.T, name, gossip string, join []string) *Node {
 func peersAre(nodes []*Node, want int64) func() bool {
 	return func() bool {
 		for _, nd := range nodes {
-			if nd.metrics.Peers.Load() != want {
+			if nd.Metrics().Peers != want {
 				return false
 			}
 		}
@@ -72,7 +72,7 @@ func TestRestartedSeedRejoins(t *testing.T) {
 	waitFor(t, patience, "the restarted seed and the others to see each other", peersAre(all, 2))
 	var reconnects int64
 	for _, nd := range others {
-		reconnects += nd.Metrics().Reconnects.Load()
+		reconnects += nd.Metrics().Reconnects
 	}
 	if reconnects == 0 {
 		t.Errorf("the fleet healed without a reconnect: the test did not exercise one")

@@ -143,7 +143,7 @@ func TestInMemoryMajorityRestartRecovers(t *testing.T) {
 
 	group := append([]*Node{leader}, restarted...)
 	newLeader := waitStrictGroup(t, group, patience)
-	if got := leader.Metrics().StrictRecoveries.Load(); got != 1 {
+	if got := leader.Metrics().StrictRecoveries; got != 1 {
 		t.Errorf("the surviving voter rebuilt the group %d times; want once", got)
 	}
 	if got, _ := newLeader.strictCounts(rule.Name, "k"); got.Curr != admitted {
@@ -239,7 +239,7 @@ func TestRestartedSeedsFindTheirGroup(t *testing.T) {
 			got.Curr, admitted)
 	}
 	for _, nd := range []*Node{seed2, other2} {
-		if nd.Metrics().StrictRecoveries.Load() != 0 {
+		if nd.Metrics().StrictRecoveries != 0 {
 			t.Errorf("%s, restarted with no log, rebuilt a group", nd.Name())
 		}
 	}

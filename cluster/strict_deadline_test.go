@@ -135,7 +135,7 @@ func TestStrictFailModeWithinCallerDeadline(t *testing.T) {
 			late++
 		}
 	}
-	inFlight := follower.Metrics().StrictInFlightFailovers.Load()
+	inFlight := follower.Metrics().StrictInFlightFailovers
 	t.Logf("%d answers, by the fail mode %v (%d given in flight); %d reached their caller after its deadline",
 		len(answers), failModes, inFlight, late)
 	// A node that answered by the fail mode only once the deadline had

@@ -334,7 +334,7 @@ const failModeDeadline = 2 * time.Second
 // reaches no leader, with a deadline of failModeDeadline.
 func checkFailModes(t *testing.T, survivor *Node, rules []window.Rule) {
 	t.Helper()
-	before := survivor.Metrics().StrictFailovers.Load()
+	before := survivor.Metrics().StrictFailovers
 	const checks = 25 // per rule, past the local count of 10
 	type result struct {
 		rule string
@@ -386,7 +386,7 @@ func checkFailModes(t *testing.T, survivor *Node, rules []window.Rule) {
 	if got := allowed["fm-local"]; got != 10 {
 		t.Errorf("fail_mode local admitted %d of %d, want exactly the count 10", got, checks)
 	}
-	if got := survivor.Metrics().StrictFailovers.Load() - before; got != 3*checks {
+	if got := survivor.Metrics().StrictFailovers - before; got != 3*checks {
 		t.Errorf("StrictFailovers grew by %d, want %d", got, 3*checks)
 	}
 }

@@ -465,9 +465,9 @@ func (r *accuracyRun) collect(marks <-chan int, live func(sim.SecondStat)) {
 func (r *accuracyRun) syncTraffic() (deltas, entries, bytes int64) {
 	for _, nd := range r.cl.Nodes {
 		m := nd.Metrics()
-		deltas += m.DeltasSent.Load()
-		entries += m.EntriesSent.Load()
-		bytes += m.BytesSent.Load()
+		deltas += m.DeltasSent
+		entries += m.EntriesSent
+		bytes += m.BytesSent
 	}
 	return deltas, entries, bytes
 }

@@ -116,7 +116,7 @@ func (c *Cluster) waitFormed(ctx context.Context) error {
 		var lagging *cluster.Node
 		for _, nd := range c.Nodes {
 			m := nd.Metrics()
-			if m.Members.Load() != n || m.Peers.Load() != n-1 {
+			if m.Members != n || m.Peers != n-1 {
 				formed, lagging = false, nd
 				break
 			}
@@ -128,7 +128,7 @@ func (c *Cluster) waitFormed(ctx context.Context) error {
 		case <-ctx.Done():
 			m := lagging.Metrics()
 			return fmt.Errorf("cluster of %d nodes did not form: node %s sees %d members and %d peers: %w",
-				n, lagging.Name(), m.Members.Load(), m.Peers.Load(), ctx.Err())
+				n, lagging.Name(), m.Members, m.Peers, ctx.Err())
 		case <-tick.C:
 		}
 	}

@@ -351,10 +351,10 @@ func sumMetrics(cl *Cluster) metricsSum {
 	var s metricsSum
 	for _, nd := range cl.Nodes {
 		m := nd.Metrics()
-		s.entries += m.StrictEntries.Load()
-		s.checks += m.StrictChecks.Load()
-		s.failovers += m.StrictFailovers.Load()
-		s.deltas += m.DeltasSent.Load()
+		s.entries += m.StrictEntries
+		s.checks += m.StrictChecks
+		s.failovers += m.StrictFailovers
+		s.deltas += m.DeltasSent
 	}
 	return s
 }

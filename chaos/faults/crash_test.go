@@ -145,7 +145,7 @@ func crashBatched(t *testing.T, dataDir bool) {
 	dying := f.Node(victim)
 	// Read before the kill, which drops the peers: a round written after
 	// it only lowers what the crash loses.
-	synced := dying.Metrics().SyncedThrough.Load()
+	synced := dying.Metrics().SyncedThrough
 	killAt := f.Net.Now()
 	if err := f.Kill(victim); err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func crashBatched(t *testing.T, dataDir bool) {
 	since := min(killAt-int64(sync)*2, synced-int64(sync))
 	saveAge := time.Duration(killAt - synced)
 	if dataDir {
-		saved := dying.Metrics().LastSaveAt.Load()
+		saved := dying.Metrics().LastSaveAt
 		since = min(killAt-int64(persist)*2, saved-int64(persist))
 		saveAge = time.Duration(killAt - saved)
 	}

@@ -280,7 +280,7 @@ func (f *Fleet) WaitFormed(ctx context.Context, within time.Duration, group []st
 		var lagging *cluster.Node
 		for _, nd := range up {
 			m := nd.Metrics()
-			if m.Members.Load() != n || m.Peers.Load() != n-1 {
+			if m.Members != n || m.Peers != n-1 {
 				lagging = nd
 				break
 			}
@@ -292,7 +292,7 @@ func (f *Fleet) WaitFormed(ctx context.Context, within time.Duration, group []st
 		case <-ctx.Done():
 			m := lagging.Metrics()
 			return fmt.Errorf("faults: %v did not form within %v: %s sees %d members and %d peers, want %d and %d",
-				group, within, lagging.Name(), m.Members.Load(), m.Peers.Load(), n, n-1)
+				group, within, lagging.Name(), m.Members, m.Peers, n, n-1)
 		case <-tick.C:
 		}
 	}

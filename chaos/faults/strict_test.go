@@ -60,7 +60,7 @@ func strictLeader(t *testing.T, f *Fleet, names []string, within time.Duration) 
 	waitUntil(t, within, fmt.Sprintf("one of %v to lead the strict group", names), func() bool {
 		before := map[string]int64{}
 		for _, name := range f.Up() {
-			before[name] = f.Node(name).Metrics().StrictEntries.Load()
+			before[name] = f.Node(name).Metrics().StrictEntries
 		}
 		for _, name := range names {
 			if nd := f.Node(name); nd != nil {
@@ -71,7 +71,7 @@ func strictLeader(t *testing.T, f *Fleet, names []string, within time.Duration) 
 		}
 		var grew []string
 		for _, name := range f.Up() {
-			if f.Node(name).Metrics().StrictEntries.Load() > before[name] {
+			if f.Node(name).Metrics().StrictEntries > before[name] {
 				grew = append(grew, name)
 			}
 		}
@@ -307,11 +307,11 @@ func TestStrictLeaderInMinority(t *testing.T) {
 
 	load := f.Drive(Traffic{Rate: 60, Workers: 4, Pick: pickStrict, Timeout: time.Second, Seed: seed})
 	hold(w)
-	entriesAtCut := f.Node(old).Metrics().StrictEntries.Load()
+	entriesAtCut := f.Node(old).Metrics().StrictEntries
 	cutAt := f.Net.Now()
 	f.Partition([]string{old}, majority)
 	hold(5 * time.Second)
-	entriesAtHeal := f.Node(old).Metrics().StrictEntries.Load()
+	entriesAtHeal := f.Node(old).Metrics().StrictEntries
 	healAt := f.Net.Now()
 	f.Heal()
 
