@@ -24,7 +24,7 @@ const (
 	fIncNode, fIncBoot                                                                                          = 1, 2
 	fRuleName, fRuleBase, fRuleEntries                                                                          = 1, 2, 3
 	fKey, fOffset, fInc, fAdmitted, fDemand, fClaim, fNeed, fOpening                                            = 1, 2, 3, 4, 5, 6, 7, 8
-	fPrev, fGrant, fRate, fRateFrom, fNext, fAsk, fTold                                                         = 9, 10, 11, 12, 13, 14, 15
+	fPrev, fGrant, fRate, fRateFrom, fNext, fAsk, fTold, fRateUntil, fPooled                                    = 9, 10, 11, 12, 13, 14, 15, 16, 17
 )
 
 // appendDelta appends d, sent at sentAt (0: no time), in the wire form of
@@ -137,12 +137,17 @@ func ruleSize(rd *counter.RuleDelta, base int64) int {
 }
 
 // entryFields lists e's numeric fields as sent, in field order from
-// window_offset (2) to told (15); opening (8) is sent only when e.Opens.
-func entryFields(e *counter.Entry, base int64) [14]uint64 {
+// window_offset (2) to pooled (17); opening (8) is sent only when e.Opens.
+func entryFields(e *counter.Entry, base int64) [16]uint64 {
 	u := func(v int64) uint64 { return uint64(max(v, 0)) }
-	return [14]uint64{
+	pooled := uint64(0)
+	if e.Pooled {
+		pooled = 1
+	}
+	return [16]uint64{
 		protowire.EncodeZigZag(e.Window - base), uint64(e.Inc), u(e.Admitted), u(e.Demand), u(e.Claim), u(e.Need),
 		u(e.Opening), u(e.Prev), u(e.Grant), u(e.Rate), uint64(e.RateFrom), u(e.Next), u(e.Ask), e.Told,
+		uint64(e.RateUntil), pooled,
 	}
 }
 
@@ -449,6 +454,10 @@ func readEntry(b []byte, e *counter.Entry, we *wireEntry) error {
 			count = &e.Rate
 		case fRateFrom:
 			e.RateFrom = int64(v)
+		case fRateUntil:
+			e.RateUntil = int64(v)
+		case fPooled:
+			e.Pooled = v != 0
 		case fNext:
 			count = &e.Next
 		case fAsk:

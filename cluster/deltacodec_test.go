@@ -37,6 +37,7 @@ func genWireDelta(t *rapid.T) *counter.Delta {
 				Demand: count("demand"), Claim: count("claim"), Need: count("need"), Opening: count("opening"),
 				Opens: rapid.Bool().Draw(t, "opens"), Prev: count("prev"), Grant: count("grant"), Rate: count("rate"),
 				RateFrom: rapid.Int64().Draw(t, "from"), Next: count("next"), Ask: count("ask"), Told: rapid.Uint64().Draw(t, "told"),
+				RateUntil: rapid.Int64().Draw(t, "until"), Pooled: rapid.Bool().Draw(t, "pooled"),
 			})
 		}
 		for i := range rd.Entries {

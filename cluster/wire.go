@@ -50,6 +50,7 @@ func encodeDelta(d *counter.Delta) *sluicev1.Delta {
 				Claim: uint64(max(e.Claim, 0)), Need: uint64(max(e.Need, 0)),
 				Prev: uint64(max(e.Prev, 0)), Grant: uint64(max(e.Grant, 0)), Rate: uint64(max(e.Rate, 0)),
 				RateFrom: e.RateFrom, Next: uint64(max(e.Next, 0)), Ask: uint64(max(e.Ask, 0)), Told: e.Told,
+				RateUntil: e.RateUntil, Pooled: e.Pooled,
 			}
 			if e.Opens {
 				opening := uint64(max(e.Opening, 0))

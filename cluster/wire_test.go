@@ -85,13 +85,13 @@ func wireDeltaCases() []struct {
 		{name: "report to an owner", in: counter.Delta{From: b, Seq: 12, Kind: counter.KindReport,
 			Incarnations: []counter.Incarnation{b, c}, Live: 3,
 			Rules: []counter.RuleDelta{{Rule: "login", Entries: []counter.Entry{
-				{Key: "alice", Window: 30, Admitted: 2, Prev: 4, Grant: 3, Rate: 5, RateFrom: -7, Need: 1, Ask: 1, Told: 11},
+				{Key: "alice", Window: 30, Admitted: 2, Prev: 4, Grant: 3, Rate: 5, RateFrom: -7, RateUntil: 9, Need: 1, Ask: 1, Told: 11, Pooled: true},
 				{Key: "bob", Window: 30, Inc: 1, Admitted: 6}, // counts passed on for c
 			}}}}},
 		{name: "owner's answer", in: counter.Delta{From: a, Seq: 13, Kind: counter.KindAnswer,
 			Incarnations: []counter.Incarnation{a}, Live: 3,
 			Rules: []counter.RuleDelta{{Rule: "login", Entries: []counter.Entry{
-				{Key: "alice", Window: 30, Admitted: 7, Prev: 9, Grant: 4, Rate: 2, RateFrom: 1 << 60, Next: 3, Told: 12},
+				{Key: "alice", Window: 30, Admitted: 7, Prev: 9, Grant: 4, Rate: 2, RateFrom: 1 << 60, RateUntil: 1<<60 + 5, Next: 3, Told: 12},
 			}}}}},
 	}
 }

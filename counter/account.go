@@ -71,7 +71,7 @@ func seqBefore(a, b uint32) bool { return int32(a-b) < 0 }
 // grows with time (a saturated sliding window), and the grant for the
 // next window (the end of a busy fixed one).
 type acctLine struct {
-	curRate, curFrom, wasRate, wasFrom, next int64
+	curRate, curFrom, curStop, wasRate, wasFrom, wasStop, next int64
 }
 
 // prevCap is what the incarnation's grant in window idx−1 came to, while
@@ -94,14 +94,14 @@ func (b *book) lineOf(i int) acctLine {
 // curLine is account i's grant.
 func (b *book) curLine(i int) line {
 	l := b.lineOf(i)
-	return line{base: b.accts[i].cur, rate: l.curRate, from: l.curFrom}
+	return line{base: b.accts[i].cur, rate: l.curRate, from: l.curFrom, stop: l.curStop}
 }
 
 // wasLine is account i's grant before the one it may not have applied;
 // only while hasWas.
 func (b *book) wasLine(i int) line {
 	l := b.lineOf(i)
-	return line{base: b.accts[i].held, rate: l.wasRate, from: l.wasFrom}
+	return line{base: b.accts[i].held, rate: l.wasRate, from: l.wasFrom, stop: l.wasStop}
 }
 
 // next is account i's grant for the next window.
@@ -116,9 +116,9 @@ func (b *book) setLines(i int, cur, was line, next int64) {
 	if a.hasWas {
 		a.held = was.base
 	}
-	l := acctLine{curRate: cur.rate, curFrom: cur.from, next: next}
+	l := acctLine{curRate: cur.rate, curFrom: cur.from, curStop: cur.stop, next: next}
 	if a.hasWas {
-		l.wasRate, l.wasFrom = was.rate, was.from
+		l.wasRate, l.wasFrom, l.wasStop = was.rate, was.from, was.stop
 	}
 	if b.lines == nil {
 		if l == (acctLine{}) {

@@ -250,12 +250,12 @@ func (t *Table) answer(s *slot, inc uint32, e *Entry, seq uint64, c clock) (Entr
 	if first && p == 1 && (e.Grant > 0 || e.Rate > 0) {
 		// First word from this incarnation: it may hold a grant from an
 		// earlier owner, which counts until it applies this answer.
-		a.hasWas, was = true, line{base: e.Grant, rate: e.Rate, from: e.RateFrom}
+		a.hasWas, was = true, line{base: e.Grant, rate: e.Rate, from: e.RateFrom, stop: e.RateUntil}
 	}
 	a.need = uint16(min(e.Need, t.rule.Count, math.MaxUint16))
 	b.setLines(i, b.curLine(i), was, b.next(i))
 	b.in(i)
-	grant, next := t.grantFor(s, i, c, e.Ask)
+	grant, next := t.grantFor(s, i, c, e.Ask, e.Pooled)
 	a = &b.accts[i]
 	b.out(i)
 	if !a.hasWas && grant != b.curLine(i) {
@@ -274,7 +274,7 @@ func (t *Table) answer(s *slot, inc uint32, e *Entry, seq uint64, c clock) (Entr
 	adm := b.admitted(s)
 	a.told = uint16(adm.Curr)
 	return Entry{Key: s.key, Window: s.idx, Admitted: adm.Curr - a.adm[1], Prev: adm.Prev - a.adm[0],
-		Grant: grant.base, Rate: grant.rate, RateFrom: grant.from, Next: next, Told: seq}, true
+		Grant: grant.base, Rate: grant.rate, RateFrom: grant.from, RateUntil: grant.stop, Next: next, Told: seq}, true
 }
 
 // grantFor works out a's new grant: what it asks for if that fits, plus a
@@ -284,8 +284,12 @@ func (t *Table) answer(s *slot, inc uint32, e *Entry, seq uint64, c clock) (Entr
 // of what the previous window's decay releases. Near the end of a fixed
 // window it also grants from the next one, so that busy nodes need not ask
 // on its first hits. While a may not have applied its last grant, the new
-// one only adds to it.
-func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next int64) {
+// one only adds to it. A node that asks faster than its checks arrive
+// (pooled) has its line stop where the window's last sync interval
+// starts: from there, what the decay releases goes to whichever node asks
+// first, as one exact limiter would give it to whichever check comes first,
+// instead of to lines whose holders' next checks may come after the end.
+func (t *Table) grantFor(s *slot, i int, c clock, ask int64, pooled bool) (grant line, next int64) {
 	b := s.o.bookOf()
 	a := &b.accts[i]
 	need := int64(a.need)
@@ -302,9 +306,16 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next i
 	if ask <= free {
 		want = ask
 	}
+	stop := c.end
+	if pooled {
+		stop = t.poolStart(c)
+	}
 	rate := int64(0)
 	if need > 0 {
 		total := max(b.needs(s), need)
+		if t.rule.Type == window.Sliding && n.Prev > 0 && 2*total > free && c.now < stop {
+			rate = max(min(n.Prev-b.rates(i), mulDiv(n.Prev, need, total)), 0)
+		}
 		left := free - want
 		if left > 0 {
 			// A share of half the room by demand, so that the others find
@@ -313,10 +324,18 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next i
 			// long round trip away) lives on these grants alone. Rounded
 			// up, so that the last hits of the room go too.
 			share := max(mulDivUp(left, need, 2*total), min(need, mulDivUp(left, need, total)))
+			if rate > 0 && pooled {
+				// A line brings the node its part of what the decay
+				// releases as it is released, and the node asks faster
+				// than its checks arrive: of the room now, it needs only
+				// what its line does not cover in a sync interval. More
+				// would sit unspent in its grant while the owner's own
+				// checks, and other nodes' questions, find the window
+				// full. A node far from its owner keeps its share: it
+				// cannot ask in time for more.
+				share = min(share, max(need-mulDiv(rate, int64(t.rule.SyncInterval), int64(w)), 0))
+			}
 			want += min(2*need, share, (left+1)/2)
-		}
-		if t.rule.Type == window.Sliding && n.Prev > 0 && 2*total > free {
-			rate = max(min(n.Prev-b.rates(i), mulDiv(n.Prev, need, total)), 0)
 		}
 		if t.rule.Type == window.Fixed && w-c.elapsed <= 2*t.rule.SyncInterval {
 			nextFree := t.rule.Count - t.nextOpenings() - b.nextGranted() + b.next(i)
@@ -328,7 +347,7 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next i
 		// Only add to the grant a may not have applied: hits on top of
 		// it, on the same line.
 		extra := min(max(a.adm[1]+want-cur.at(c.now, c.end, w), 0), max(t.endRoom(s, c), 0))
-		return line{base: cur.base + extra, rate: cur.rate, from: cur.from}, next
+		return line{base: cur.base + extra, rate: cur.rate, from: cur.from, stop: cur.stop}, next
 	}
 	// What a spent from its grant since its report is not in adm: carry
 	// the old grant's value now, up to one interval of its demand, so
@@ -344,9 +363,9 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next i
 	if rate > 0 {
 		grant = line{base: base + min(want, max(free-(base-a.adm[1]), 0))}
 	}
-	if left := c.end - c.now; rate > 0 && left > 0 {
-		// What the line adds by the window's end must fit the room left
-		// there after its base.
+	if left := stop - c.now; rate > 0 && left > 0 {
+		// What the line adds by the moment it stops must fit the room
+		// left at the window's end after its base.
 		room := max(endFree-(grant.base-a.adm[1]), 0)
 		hi, lo := bits.Mul64(uint64(room), uint64(w))
 		if hi < uint64(left) {
@@ -355,9 +374,18 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64) (grant line, next i
 		}
 		if rate > 0 {
 			grant.rate, grant.from = rate, c.now
+			if stop < c.end {
+				grant.stop = stop
+			}
 		}
 	}
 	return grant, next
+}
+
+// poolStart is where the last sync interval of c's window starts: from
+// there a pooled node's line stops growing.
+func (t *Table) poolStart(c clock) int64 {
+	return max(c.end-int64(t.rule.SyncInterval), c.end-int64(t.rule.Window))
 }
 
 // mulDiv is a × b ÷ c rounded down, for non-negative a and b and positive

@@ -106,16 +106,21 @@ type Entry struct {
 	// interval. In an answer, Admitted and Prev are what everyone but the
 	// receiver admitted in Window and Window−1; the receiver's count in
 	// Window may grow to Grant, and by Rate more per window length from
-	// moment RateFrom on (Unix nanoseconds); Next is its grant for
-	// Window+1, and Told the report answered (0: none, the counts of a key
-	// that went quiet, sent unasked).
-	Prev     int64
-	Grant    int64
-	Rate     int64
-	RateFrom int64
-	Next     int64
-	Ask      int64
-	Told     uint64
+	// moment RateFrom on (Unix nanoseconds) until moment RateUntil (0:
+	// the window's end); Next is its grant for Window+1, and Told the
+	// report answered (0: none, the counts of a key that went quiet, sent
+	// unasked). Pooled, in a report, says the sender asks its owner
+	// faster than its own checks arrive, so that a grant that grows with
+	// time may stop before the window's end (see poolStart).
+	Prev      int64
+	Grant     int64
+	Rate      int64
+	RateFrom  int64
+	RateUntil int64
+	Next      int64
+	Ask       int64
+	Told      uint64
+	Pooled    bool
 }
 
 // Size returns the number of entries in d.

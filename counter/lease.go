@@ -46,10 +46,10 @@ type owned struct {
 // counts; and on the owner, or a standby that holds counts of incarnations
 // no longer live, the key's book.
 type ownedExt struct {
-	rate, from, next int64
-	held             [2]int64
-	heldFrom         uint32 // registry id of the owner held is of
-	book             *book
+	rate, from, until, next int64
+	held                    [2]int64
+	heldFrom                uint32 // registry id of the owner held is of
+	book                    *book
 }
 
 // bookOf returns the key's book here, or nil.
@@ -121,7 +121,7 @@ func (o *owned) grantLine() line {
 	if o.ext == nil {
 		return line{base: o.grant}
 	}
-	return line{base: o.grant, rate: o.ext.rate, from: o.ext.from}
+	return line{base: o.grant, rate: o.ext.rate, from: o.ext.from, stop: o.ext.until}
 }
 
 // nextGrant is the node's grant for the window after the slot's.
@@ -139,10 +139,10 @@ func (o *owned) setGrant(g line, next int64) {
 		return
 	}
 	if g.rate == 0 {
-		g.from = 0
+		g.from, g.stop = 0, 0
 	}
 	x := o.extend()
-	x.rate, x.from, x.next = g.rate, g.from, next
+	x.rate, x.from, x.until, x.next = g.rate, g.from, g.stop, next
 	o.trim()
 }
 
@@ -369,7 +369,7 @@ func (o *owned) fold(s *slot, e *Entry) {
 	switch s.pos(e.Window) {
 	case 1:
 		o.others = [2]int64{max(o.others[0], e.Prev), max(o.others[1], e.Admitted)}
-		g, next := line{base: e.Grant, rate: e.Rate, from: e.RateFrom}, max(o.nextGrant(), e.Next)
+		g, next := line{base: e.Grant, rate: e.Rate, from: e.RateFrom, stop: e.RateUntil}, max(o.nextGrant(), e.Next)
 		if g != o.grantLine() {
 			o.unacked = true
 		}
@@ -409,10 +409,22 @@ func (o *owned) rotate() {
 // a node that cannot ask in time spends its grant until the next one lands.
 func (t *Table) reportEntry(s *slot, ask int64) Entry {
 	o := s.owned()
-	need := t.reportNeed(o.need(), t.rtt.of(o.owner))
+	rtt := t.rtt.of(o.owner)
+	g := o.grantLine()
 	return Entry{Key: s.key, Window: s.idx, Admitted: s.own[1], Prev: s.own[0],
-		Grant: o.grant, Rate: o.grantLine().rate, RateFrom: o.grantLine().from,
-		Need: need, Ask: ask, Told: o.told}
+		Grant: o.grant, Rate: g.rate, RateFrom: g.from, RateUntil: g.stop,
+		Need: t.reportNeed(o.need(), rtt), Ask: ask, Told: o.told, Pooled: t.asksFaster(o.need(), rtt)}
+}
+
+// asksFaster reports whether a node with demand per sync interval, rtt
+// from the key's owner, asks the owner and hears back in less time than
+// its own checks take to arrive one after another: the demand of one round
+// trip rounds down to 0. Such a node loses less by asking for the last
+// hits of a window than by holding a grant that grows to the window's end,
+// whose last hits its next check may come too late to spend.
+func (t *Table) asksFaster(demand, rtt int64) bool {
+	every := int64(t.rule.SyncInterval)
+	return t.rule.Type == window.Sliding && demand > 0 && t.rtt.inTime(rtt) && mulDiv(demand, min(rtt, 8*every), every) == 0
 }
 
 // reportNeed is the need reported for demand hits per sync interval to an

@@ -6,12 +6,20 @@ import (
 )
 
 // line is a grant that grows with time: base hits at from, and rate more
-// per window length after it, until the window ends. An owner of a
-// saturated sliding-window key hands out the budget the previous window's
-// decay releases as lines, so that nodes admit it as it is released
-// instead of asking for each hit.
+// per window length after it, until stop, or the window's end when stop is
+// 0 or later. An owner of a saturated sliding-window key hands out the
+// budget the previous window's decay releases as lines, so that nodes admit
+// it as it is released instead of asking for each hit.
 type line struct {
-	base, rate, from int64
+	base, rate, from, stop int64
+}
+
+// last is the moment the line stops growing in a window ending at end.
+func (l line) last(end int64) int64 {
+	if l.stop > 0 && l.stop < end {
+		return l.stop
+	}
+	return end
 }
 
 // at is the line's value at moment t in a window of length w ending at end,
@@ -25,7 +33,8 @@ func (l line) at(t, end int64, w time.Duration) int64 {
 // adds up the fractions of many lines, so that what they admit together is
 // counted exactly.
 func (l line) atRem(t, end int64, w time.Duration) (int64, uint64) {
-	if l.rate <= 0 || t <= l.from {
+	end = l.last(end)
+	if l.rate <= 0 || t <= l.from || end <= l.from {
 		return l.base, 0
 	}
 	t = min(t, end)

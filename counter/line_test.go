@@ -10,7 +10,10 @@ import (
 
 // lineRef is line.at worked out with big integers.
 func lineRef(l line, t, end int64, w time.Duration) int64 {
-	if l.rate <= 0 || t <= l.from {
+	if l.stop > 0 && l.stop < end {
+		end = l.stop
+	}
+	if l.rate <= 0 || t <= l.from || end <= l.from {
 		return l.base
 	}
 	t = min(t, end)
@@ -34,6 +37,9 @@ func TestLineProperties(t *testing.T) {
 			base: rapid.Int64Range(0, 1_000_000).Draw(t, "base"),
 			rate: rapid.Int64Range(0, 1_000_000).Draw(t, "rate"),
 			from: rapid.Int64Range(start, end).Draw(t, "from"),
+		}
+		if rapid.Bool().Draw(t, "stops") {
+			l.stop = rapid.Int64Range(start, end+int64(w)).Draw(t, "stop")
 		}
 		a := rapid.Int64Range(start, end+int64(w)).Draw(t, "a")
 		b := rapid.Int64Range(a, end+int64(w)).Draw(t, "b")
@@ -86,4 +92,38 @@ func TestLineRemainders(t *testing.T) {
 			t.Fatalf("%d lines: %d whole + %d from fractions, one line of the summed rate %d", n, sum, q, whole)
 		}
 	})
+}
+
+// TestLineStop checks a line that stops growing before its window ends: it
+// holds its value from stop on, and until does not look past stop.
+func TestLineStop(t *testing.T) {
+	const w = time.Second
+	end := int64(10 * w)
+	start := end - int64(w)
+	l := line{base: 2, rate: 100, from: start, stop: end - int64(200*time.Millisecond)}
+	tests := []struct {
+		name string
+		at   int64
+		want int64
+	}{
+		{"at from", start, 2},
+		{"half way", start + int64(w/2), 52},
+		{"at stop", l.stop, 82},
+		{"after stop", l.stop + int64(100*time.Millisecond), 82},
+		{"at the end", end, 82},
+	}
+	for _, tt := range tests {
+		if got := l.at(tt.at, end, w); got != tt.want {
+			t.Errorf("%s: at = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	if _, ok := l.until(83, start, end, w); ok {
+		t.Error("until(83) is reachable, but the line stops at 82")
+	}
+	if wait, ok := l.until(82, start, end, w); !ok || wait != 800*time.Millisecond {
+		t.Errorf("until(82) = %v, %v; want 800ms, true", wait, ok)
+	}
+	if got := (line{base: 5, rate: 100, from: end - 10, stop: end - 20}).at(end, end, w); got != 5 {
+		t.Errorf("a line granted after its stop grows to %d, want its base 5", got)
+	}
 }

@@ -210,7 +210,7 @@ func (t *Table) tellSettled(s *slot, alive func(uint32) bool, out []routed) []ro
 			g := b.curLine(i)
 			out = append(out, routed{to: a.inc, inc: t.self, kind: KindAnswer, rule: t.rule.Name,
 				e: Entry{Key: s.key, Window: s.idx, Admitted: adm.Curr - a.adm[1], Prev: adm.Prev - a.adm[0],
-					Grant: g.base, Rate: g.rate, RateFrom: g.from, Next: b.next(i)}})
+					Grant: g.base, Rate: g.rate, RateFrom: g.from, RateUntil: g.stop, Next: b.next(i)}})
 		}
 		b.toldSum = sum
 	}

@@ -354,10 +354,13 @@ type Entry struct {
 	// What owner allocation adds. In a report: prev is the sender's count in
 	// the window before; grant, rate and rate_from the grant it holds; ask
 	// the hits it waits for; told the seq of the last report whose answer it
-	// applied. In an answer: admitted and prev are what everyone but the
-	// receiver admitted; the receiver's count may grow to grant, and by rate
-	// more per window length from rate_from (Unix nanoseconds) on; next is
-	// its grant for the window after; told the report answered.
+	// applied; pooled that it asks its owner faster than its own checks
+	// arrive, so that its grant may stop growing at the start of the
+	// window's last sync interval. In an answer: admitted and prev are what
+	// everyone but the receiver admitted; the receiver's count may grow to
+	// grant, and by rate more per window length from rate_from (Unix
+	// nanoseconds) on, until rate_until (0: the window's end); next is its
+	// grant for the window after; told the report answered.
 	Prev          uint64 `protobuf:"varint,9,opt,name=prev,proto3" json:"prev,omitempty"`
 	Grant         uint64 `protobuf:"varint,10,opt,name=grant,proto3" json:"grant,omitempty"`
 	Rate          uint64 `protobuf:"varint,11,opt,name=rate,proto3" json:"rate,omitempty"`
@@ -365,6 +368,8 @@ type Entry struct {
 	Next          uint64 `protobuf:"varint,13,opt,name=next,proto3" json:"next,omitempty"`
 	Ask           uint64 `protobuf:"varint,14,opt,name=ask,proto3" json:"ask,omitempty"`
 	Told          uint64 `protobuf:"varint,15,opt,name=told,proto3" json:"told,omitempty"`
+	RateUntil     int64  `protobuf:"varint,16,opt,name=rate_until,json=rateUntil,proto3" json:"rate_until,omitempty"`
+	Pooled        bool   `protobuf:"varint,17,opt,name=pooled,proto3" json:"pooled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -502,6 +507,20 @@ func (x *Entry) GetTold() uint64 {
 		return x.Told
 	}
 	return 0
+}
+
+func (x *Entry) GetRateUntil() int64 {
+	if x != nil {
+		return x.RateUntil
+	}
+	return 0
+}
+
+func (x *Entry) GetPooled() bool {
+	if x != nil {
+		return x.Pooled
+	}
+	return false
 }
 
 // SyncAck ends a Sync stream.
@@ -892,7 +911,7 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x1f\n" +
 	"\vbase_window\x18\x02 \x01(\x03R\n" +
 	"baseWindow\x12*\n" +
-	"\aentries\x18\x03 \x03(\v2\x10.sluice.v1.EntryR\aentries\"\xee\x02\n" +
+	"\aentries\x18\x03 \x03(\v2\x10.sluice.v1.EntryR\aentries\"\xa5\x03\n" +
 	"\x05Entry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12#\n" +
 	"\rwindow_offset\x18\x02 \x01(\x12R\fwindowOffset\x12\x10\n" +
@@ -909,7 +928,10 @@ const file_sluice_v1_peer_proto_rawDesc = "" +
 	"\trate_from\x18\f \x01(\x03R\brateFrom\x12\x12\n" +
 	"\x04next\x18\r \x01(\x04R\x04next\x12\x10\n" +
 	"\x03ask\x18\x0e \x01(\x04R\x03ask\x12\x12\n" +
-	"\x04told\x18\x0f \x01(\x04R\x04toldB\n" +
+	"\x04told\x18\x0f \x01(\x04R\x04told\x12\x1d\n" +
+	"\n" +
+	"rate_until\x18\x10 \x01(\x03R\trateUntil\x12\x16\n" +
+	"\x06pooled\x18\x11 \x01(\bR\x06pooledB\n" +
 	"\n" +
 	"\b_opening\"%\n" +
 	"\aSyncAck\x12\x1a\n" +
