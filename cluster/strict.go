@@ -7,18 +7,18 @@ import (
 	"io"
 	"net"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/window"
@@ -524,12 +524,12 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 		switch {
 		case out.err == nil:
 			sd := out.ds[0]
-			if strings.HasPrefix(sd.GetError(), counter.ErrUnknownRule.Error()) {
+			d, err := fromStrict(sd)
+			if errors.Is(err, ErrUnknownRule) {
 				// The log does not know the rule yet: the leader has not
 				// taken this node's configuration. Answer as without a leader.
 				return failMode(false)
 			}
-			d, err := fromStrict(sd)
 			return strictAnswer{d: d, at: sd.GetDecidedAt(), err: err}
 		case errors.Is(out.err, errNoLeader):
 			// Nothing was appended: try again shortly, or fail over at the
@@ -550,9 +550,11 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 // errNoLeader means a check was not appended anywhere: safe to retry.
 var errNoLeader = errors.New("no strict leader")
 
+// fromStrict reads a decision of the log; an error is the one the deciding
+// node had (strictErr).
 func fromStrict(d *sluicev1.StrictDecision) (window.Decision, error) {
-	if d.GetError() != "" {
-		return window.Decision{}, errors.New(d.GetError())
+	if err := strictErr(d); err != nil {
+		return window.Decision{}, err
 	}
 	return window.Decision{Allowed: d.GetAllowed(), Limit: d.GetLimit(), Remaining: d.GetRemaining(),
 		ResetAfter: time.Duration(d.GetResetAfterNs()), RetryAfter: time.Duration(d.GetRetryAfterNs()),
@@ -717,27 +719,63 @@ func (g *strictGroup) forward(ctx context.Context, batch []*strictPending) {
 		failAll(batch, errNoLeader)
 		return
 	}
-	req := &sluicev1.ForwardRequest{Checks: checksOf(batch)}
+	ds, err := g.forwardTo(ctx, p, checksOf(batch))
+	if err != nil {
+		failAll(batch, err)
+		return
+	}
+	answer(batch, ds)
+}
+
+// forwardTo asks peer p, which this node takes for the leader, to decide
+// checks, and returns a decision per check. The error is errNoLeader when
+// nothing was appended (p does not lead, or the call never reached it), so
+// that the checks may go elsewhere, and ErrOutcomeUnknown when the log may
+// have decided them.
+func (g *strictGroup) forwardTo(ctx context.Context, p *peer, checks []*sluicev1.StrictCheck) ([]*sluicev1.StrictDecision, error) {
 	callCtx, cancel := context.WithTimeout(ctx, g.n.cfg.StrictTimeout)
 	defer cancel()
-	resp, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx, req)
-	if err != nil {
-		// Only the leader's own word that it appended nothing, or a call
-		// that never got a connection, makes a retry safe; a call that broke
-		// may have committed before it broke.
-		if s, ok := status.FromError(err); ok && (s.Code() == codes.FailedPrecondition || neverSent(s)) {
-			g.leaderHint.Store("")
-			failAll(batch, errNoLeader)
-			return
-		}
-		failAll(batch, fmt.Errorf("%w: forwarded to %s: %w", ErrOutcomeUnknown, id, err))
-		return
+	// reached is filled in once the call had a stream to p: gRPC sets a
+	// call's peer after the call ends, and only if a transport stream was
+	// created for it (clientStream.finish runs the "after" hooks only
+	// then). A stream is created only once a connection is up, and before
+	// the request's headers are queued (http2Client.NewStream fails before
+	// it queues them), so a call that ends with no peer never sent a byte
+	// of the request: not when the connection could not be made, nor when
+	// the call's deadline passed while it waited for one. gRPC's own
+	// transparent retry does not blur this, for it retries only attempts
+	// the server never processed. A call with a peer may have reached the
+	// leader, whatever its status says.
+	var reached grpcpeer.Peer
+	resp, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx,
+		&sluicev1.ForwardRequest{Checks: checks, Redirect: true}, grpc.Peer(&reached))
+	switch {
+	case err != nil && (reached.Addr == nil || status.Code(err) == codes.FailedPrecondition):
+		// Never sent, or the leader's own word that it appended nothing
+		// (and an older node's way to say it does not lead).
+		g.leaderHint.Store("")
+		return nil, errNoLeader
+	case err != nil:
+		return nil, fmt.Errorf("%w: forwarded to %s: %w", ErrOutcomeUnknown, p.info.raftID, err)
+	case resp.GetNotLeader() != nil:
+		g.noteLeader(resp.GetNotLeader())
+		return nil, errNoLeader
+	case len(resp.GetDecisions()) != len(checks):
+		return nil, fmt.Errorf("%w: %s answered %d of %d checks", ErrOutcomeUnknown, p.info.raftID, len(resp.GetDecisions()), len(checks))
 	}
-	if len(resp.GetDecisions()) != len(req.Checks) {
-		failAll(batch, fmt.Errorf("%w: %s answered %d of %d checks", ErrOutcomeUnknown, id, len(resp.GetDecisions()), len(req.Checks)))
-		return
+	return resp.GetDecisions(), nil
+}
+
+// noteLeader keeps the leader a member that does not lead named, as a hint
+// for a node whose Raft does not know one. A member naming this node is
+// behind: it is not kept.
+func (g *strictGroup) noteLeader(nl *sluicev1.NotLeader) string {
+	id := nl.GetLeader()
+	if id == string(g.id) {
+		id = ""
 	}
-	answer(batch, resp.GetDecisions())
+	g.leaderHint.Store(id)
+	return id
 }
 
 // leader returns the strict leader's server ID: the one Raft knows of, or,
@@ -754,52 +792,68 @@ func (g *strictGroup) leader(ctx context.Context) string {
 		return "" // an election is under way; wait for it
 	}
 	// Ask the members that take part: the leader answers an empty Forward,
-	// a follower names the leader.
+	// another member names the leader it knows.
 	for _, p := range g.n.peers.list() {
 		if p.info.raftAddr == "" {
 			continue
 		}
-		err := probe(ctx, p, 200*time.Millisecond)
-		if err == nil {
+		nl, err := probe(ctx, p, 200*time.Millisecond)
+		switch {
+		case err != nil:
+		case nl == nil:
 			g.leaderHint.Store(p.info.raftID)
 			return p.info.raftID
-		}
-		if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition {
-			if id, ok := strings.CutPrefix(s.Message(), leaderIsPrefix); ok {
-				id = strings.Trim(id, `"`)
-				if id != "" && id != string(g.id) {
-					g.leaderHint.Store(id)
-					return id
-				}
+		default:
+			if id := g.noteLeader(nl); id != "" {
+				return id
 			}
 		}
 	}
 	return ""
 }
 
-// probe sends peer p an empty Forward, within timeout: the leader answers
-// it, any other member says what it knows of one (leaderHandle).
-func probe(ctx context.Context, p *peer, timeout time.Duration) error {
+// probe sends peer p an empty Forward, within timeout, and returns what it
+// knows of the leader: nil if p leads. An error is a peer that could not be
+// asked, or that predates NotLeader and answered FAILED_PRECONDITION, which
+// says only that it does not lead.
+func probe(ctx context.Context, p *peer, timeout time.Duration) (*sluicev1.NotLeader, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err := sluicev1.NewStrictClient(p.conn).Forward(ctx, &sluicev1.ForwardRequest{})
-	return err
+	resp, err := sluicev1.NewStrictClient(p.conn).Forward(ctx, &sluicev1.ForwardRequest{Redirect: true})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetNotLeader(), nil
 }
 
 // leaderIsPrefix starts the message of a follower's FAILED_PRECONDITION
-// answer; the leader's server ID follows, quoted.
+// answer to a node that predates NotLeader, which reads the leader's server
+// ID from it: it follows, quoted.
 const leaderIsPrefix = "not the strict leader; the leader is "
 
-// electingMessage is a voter's answer while its group elects a leader: a
-// group exists, so no one may bootstrap another beside it.
+// electingMessage is a voter's answer, to a node that predates NotLeader,
+// while its group elects a leader: a group exists, so no one may bootstrap
+// another beside it.
 const electingMessage = "not the strict leader; this node's group is electing one"
+
+// noLeaderMessage is the answer, to a node that predates NotLeader, of a
+// node in no group and knowing no leader: the one answer that lets such a
+// node bootstrap a group.
+const noLeaderMessage = leaderIsPrefix + `""`
 
 const unknownMessage = "outcome unknown"
 
-// neverSent reports whether a failed call never reached the server: gRPC
-// could not establish a connection to send it on.
-func neverSent(s *status.Status) bool {
-	return s.Code() == codes.Unavailable && strings.Contains(s.Message(), "while dialing")
+// notLeader answers a Forward this node does not lead for: in the response
+// when the caller asked for that (redirect), else as nodes did before
+// NotLeader, with FAILED_PRECONDITION and a message the caller parses.
+func notLeader(req *sluicev1.ForwardRequest, leader raft.ServerID, inGroup bool) (*sluicev1.ForwardResponse, error) {
+	switch {
+	case req.GetRedirect():
+		return &sluicev1.ForwardResponse{NotLeader: &sluicev1.NotLeader{Leader: string(leader), InGroup: inGroup}}, nil
+	case leader == "" && inGroup:
+		return nil, status.Error(codes.FailedPrecondition, electingMessage)
+	}
+	return nil, status.Errorf(codes.FailedPrecondition, leaderIsPrefix+"%q", leader)
 }
 
 // leaderHandle decides forwarded checks while this node leads, in one log
@@ -807,10 +861,7 @@ func neverSent(s *status.Status) bool {
 func (g *strictGroup) leaderHandle(ctx context.Context, req *sluicev1.ForwardRequest) (*sluicev1.ForwardResponse, error) {
 	if g.raft.State() != raft.Leader {
 		_, id := g.raft.LeaderWithID()
-		if id == "" && g.inGroup() {
-			return nil, status.Error(codes.FailedPrecondition, electingMessage)
-		}
-		return nil, status.Errorf(codes.FailedPrecondition, leaderIsPrefix+"%q", id)
+		return notLeader(req, id, g.inGroup())
 	}
 	if len(req.GetChecks()) == 0 {
 		return &sluicev1.ForwardResponse{}, nil

@@ -150,7 +150,7 @@ func (f *strictFSM) snapshotRules(rules map[string]bool) *counter.Delta {
 
 func strictDecision(id uint64, d window.Decision, at int64, err error) *sluicev1.StrictDecision {
 	if err != nil {
-		return &sluicev1.StrictDecision{Id: id, Error: err.Error(), DecidedAt: at}
+		return &sluicev1.StrictDecision{Id: id, Code: strictCode(err), Error: err.Error(), DecidedAt: at}
 	}
 	return &sluicev1.StrictDecision{Id: id, Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
 		ResetAfterNs: int64(d.ResetAfter), RetryAfterNs: int64(d.RetryAfter), DecidedAt: at}

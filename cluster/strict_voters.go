@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // reconcileLoop keeps, while this node leads, the log's rules in line with
@@ -223,11 +221,12 @@ func (g *strictGroup) maybeBootstrap(ctx context.Context) {
 		if p.info.raftAddr == "" {
 			continue
 		}
-		err := probe(ctx, p, 500*time.Millisecond)
+		nl, err := probe(ctx, p, 500*time.Millisecond)
 		// Only a peer's word that it has no group lets this node start
 		// one: a peer that leads, knows a leader, is electing or cannot
-		// be asked may belong to a group already.
-		if s, ok := status.FromError(err); !ok || s.Code() != codes.FailedPrecondition || s.Message() != noLeaderMessage {
+		// be asked may belong to a group already; so may a peer that
+		// predates NotLeader, which gives no word this node reads.
+		if err != nil || nl == nil || nl.GetLeader() != "" || nl.GetInGroup() {
 			return
 		}
 	}
@@ -254,8 +253,6 @@ func viewKey(members []strictMember) string {
 func (g *strictGroup) aloneGrace() time.Duration {
 	return max(g.n.cfg.StrictBootstrapWait, g.n.cfg.ReconnectInterval+2*time.Second)
 }
-
-const noLeaderMessage = leaderIsPrefix + `""`
 
 // gossipRaftAddrs finds a voter's Raft address in its gossiped metadata.
 type gossipRaftAddrs struct{ g *strictGroup }
