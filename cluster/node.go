@@ -117,6 +117,9 @@ type Config struct {
 	// admit that many hits past the count: a deliberately broken FSM that
 	// the linearizability checker must catch.
 	strictOverAdmit int64
+	// strictRetry, set only by tests, replaces strictRetryPause: a test
+	// that sets it to hours shows a check waits for no such pause.
+	strictRetry time.Duration
 }
 
 // Node is one running sluice node.

@@ -48,6 +48,13 @@ const (
 	// deadVoterGrace is how long a voter must stay dead before the leader
 	// promotes a live member in its place.
 	deadVoterGrace = 5 * time.Second
+	// strictRetryPause is how long a check waits before it asks again
+	// where no event says when to: after a forward the leader Raft names
+	// refused or could not be sent, and, on a node that does not vote,
+	// between rounds of asking the members who leads. Raft tells a voter
+	// of an election (changes); nothing tells it that a leader's gRPC
+	// address answers again, or a non-voter that a leader was elected.
+	strictRetryPause = 20 * time.Millisecond
 )
 
 // strictGroup is this node's part in strict mode: a Raft replica of the
@@ -82,6 +89,12 @@ type strictGroup struct {
 
 	mu       sync.Mutex
 	deadSeen map[raft.ServerID]time.Time // voters not alive, since when
+
+	// changes wakes whoever waits for a leader, for the log's rules or for
+	// the voter set to need work: Raft's observations (watch), the state
+	// machine's rule changes and membership changes notify it.
+	changes *changes
+	watch   *raftWatch
 
 	hasGroup atomic.Bool // this node bootstrapped a group, or its log holds one
 	// down is closed once Raft has shut down (shutdown), so that no one
@@ -197,7 +210,7 @@ func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictG
 // a transport or Raft.
 func newGroupShell(n *Node, rules []window.Rule) *strictGroup {
 	_, byName := strictRules(rules)
-	g := &strictGroup{n: n, deadSeen: map[raft.ServerID]time.Time{}, down: make(chan struct{}),
+	g := &strictGroup{n: n, deadSeen: map[raft.ServerID]time.Time{}, down: make(chan struct{}), changes: newChanges(),
 		halt: make(chan struct{}), ran: make(chan struct{}),
 		lead: make(chan *strictPending, strictMaxBatch), fwd: make(chan *strictPending, strictMaxBatch)}
 	g.rules.Store(&byName)
@@ -247,6 +260,7 @@ func (g *strictGroup) openRaft(recoverTo *raft.Configuration) error {
 		return err
 	}
 	fsm.overAdmit = g.n.cfg.strictOverAdmit
+	fsm.onRules = g.changes.notify
 	// The leader reads back every entry it just wrote to replicate it: a
 	// cache in front of the store saves those reads.
 	cached, err := raft.NewLogCache(1024, g.logs)
@@ -258,6 +272,7 @@ func (g *strictGroup) openRaft(recoverTo *raft.Configuration) error {
 		return fmt.Errorf("sluice: strict raft: %w", err)
 	}
 	g.fsm, g.raft = fsm, r
+	g.watch = watchRaft(r, g.changes)
 	return nil
 }
 
@@ -342,14 +357,18 @@ func (g *strictGroup) run(ctx context.Context) {
 	wg.Wait()
 }
 
-// shutdown stops Raft and then releases everyone waiting on its futures.
+// shutdown stops Raft and its watch, and then releases everyone waiting on
+// its futures or its changes.
 func (g *strictGroup) shutdown() {
 	if g.raft != nil {
 		if err := g.raft.Shutdown().Error(); err != nil {
 			g.n.log.Warn("strict raft shutdown", "err", err)
 		}
 	}
-	g.downOnce.Do(func() { close(g.down) })
+	g.downOnce.Do(func() {
+		g.watch.stop()
+		close(g.down)
+	})
 }
 
 // awaitApply waits for an Apply future, or for Raft's shutdown. Raft does
@@ -386,9 +405,12 @@ func (g *strictGroup) close() {
 
 // waitLeader returns once the group has a leader and, on a voter, once the
 // log holds this node's strict rules; or when ctx ends. A node should not
-// serve strict checks before it can reach a leader that knows them.
+// serve strict checks before it can reach a leader that knows them. It
+// looks again at each change (Raft's leader or state, the log's rules, the
+// live members): nothing it waits for comes without one.
 func (g *strictGroup) waitLeader(ctx context.Context) {
 	for {
+		changed := g.changes.changed()
 		if addr, _ := g.raft.LeaderWithID(); addr != "" && (!g.isVoter() || g.fsm.hasRules(*g.rules.Load())) {
 			return
 		}
@@ -403,9 +425,37 @@ func (g *strictGroup) waitLeader(ctx context.Context) {
 		case <-ctx.Done():
 			g.n.log.Warn("no strict leader yet; strict rules answer by their fail_mode until one is elected")
 			return
-		case <-time.After(10 * time.Millisecond):
+		case <-g.down:
+			return
+		case <-changed:
 		}
 	}
+}
+
+// pause waits, within wait, for a reason to ask for a leader again: a
+// change (changed, taken before the state was read), or, unless
+// untilChange, the retry pause. It returns false once wait ends or the
+// group has shut down: the fail mode answers then.
+func (g *strictGroup) pause(wait context.Context, changed <-chan struct{}, untilChange bool) bool {
+	var retry <-chan time.Time
+	if !untilChange {
+		d := g.n.cfg.strictRetry
+		if d <= 0 {
+			d = strictRetryPause
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		retry = t.C
+	}
+	select {
+	case <-wait.Done():
+		return false
+	case <-g.down:
+		return false
+	case <-changed:
+	case <-retry:
+	}
+	return true
 }
 
 // inGroup reports whether this node's log holds a group's configuration.
@@ -482,17 +532,18 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 		done:   make(chan strictOutcome, 1),
 	}
 	for {
+		changed := g.changes.changed()
 		q := g.fwd
 		if g.raft.State() == raft.Leader {
 			q = g.lead
 		} else if g.leader(wait) == "" {
-			// No leader known: wait a little for an election, then fail over.
-			select {
-			case <-wait.Done():
+			// No leader known: wait for an election, then fail over. A
+			// voter's Raft reports one (changes); a node that does not
+			// vote learns of it only by asking again.
+			if !g.pause(wait, changed, g.isVoter()) {
 				return failMode(false)
-			case <-time.After(20 * time.Millisecond):
-				continue
 			}
+			continue
 		}
 		select {
 		case q <- p:
@@ -532,12 +583,12 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 			}
 			return strictAnswer{d: d, at: sd.GetDecidedAt(), err: err}
 		case errors.Is(out.err, errNoLeader):
-			// Nothing was appended: try again shortly, or fail over at the
-			// deadline.
-			select {
-			case <-wait.Done():
+			// Nothing was appended: try again when leadership changes or
+			// after the retry pause (the leader Raft names may be one that
+			// gRPC cannot reach, and then no change comes), or fail over at
+			// the deadline.
+			if !g.pause(wait, changed, false) {
 				return failMode(false)
-			case <-time.After(20 * time.Millisecond):
 			}
 			p.done = make(chan strictOutcome, 1)
 			p.state.Store(pendingQueued)
