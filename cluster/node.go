@@ -117,6 +117,9 @@ type Config struct {
 	// admit that many hits past the count: a deliberately broken FSM that
 	// the linearizability checker must catch.
 	strictOverAdmit int64
+	// strictRetry, set only by tests, replaces strictRetryPause: a test
+	// that sets it to hours shows a check waits for no such pause.
+	strictRetry time.Duration
 }
 
 // Node is one running sluice node.
@@ -372,9 +375,11 @@ func (n *Node) Metrics() Metrics { return n.metrics.snapshot() }
 // Errors, deciding nothing: ErrClosed once the node is closing; ctx's error
 // when ctx has ended before the check (or, for a check that waits, while it
 // waits); ErrUnknownRule, ErrEmptyKey, ErrKeyTooLong, ErrNegativeHits and
-// ErrHitsOverCount for a check that could never be decided; and, for a
-// strict rule, ErrOutcomeUnknown when the check may or may not have been
-// spent.
+// ErrHitsOverCount for a check that could never be decided (for a strict
+// rule, ErrHitsOverCount also when the rule as the log has it, from the
+// leader's configuration, has a smaller count, whichever node leads); and,
+// for a strict rule, ErrOutcomeUnknown when the check may or may not have
+// been spent.
 func (n *Node) Allow(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {
 	select {
 	case <-n.done:

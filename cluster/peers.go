@@ -84,8 +84,10 @@ func (ps *peerSet) update(live []peerInfo) {
 		want[p.inc()] = p
 		incs = append(incs, p.inc())
 	}
+	changed := false
 	for inc, p := range ps.peers {
 		if w, ok := want[inc]; !ok || w.grpcAddr != p.info.grpcAddr || w.raftAddr != p.info.raftAddr || w.raftID != p.info.raftID {
+			changed = true
 			p.stop()
 			delete(ps.peers, inc)
 			ps.n.log.Info("peer gone", "peer", inc.Node, "boot", inc.Boot)
@@ -105,11 +107,17 @@ func (ps *peerSet) update(live []peerInfo) {
 			continue
 		}
 		ps.peers[inc] = p
+		changed = true
 		ps.n.log.Info("peer joined", "peer", inc.Node, "boot", inc.Boot, "grpc_addr", info.grpcAddr)
 	}
 	ps.n.replica.SetPeers(incs)
 	ps.n.metrics.Peers.Store(int64(len(ps.peers)))
 	ps.n.rescheduleTicks()
+	if g := ps.n.strictG.Load(); g != nil && changed {
+		// Strict mode waits on the members: for a group to bootstrap, for
+		// voters to replace, for the peers a lone node waits on.
+		g.changes.notify()
+	}
 }
 
 func (ps *peerSet) start(info peerInfo) (*peer, error) {

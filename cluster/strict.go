@@ -7,18 +7,18 @@ import (
 	"io"
 	"net"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/window"
@@ -48,6 +48,13 @@ const (
 	// deadVoterGrace is how long a voter must stay dead before the leader
 	// promotes a live member in its place.
 	deadVoterGrace = 5 * time.Second
+	// strictRetryPause is how long a check waits before it asks again
+	// where no event says when to: after a forward the leader Raft names
+	// refused or could not be sent, and, on a node that does not vote,
+	// between rounds of asking the members who leads. Raft tells a voter
+	// of an election (changes); nothing tells it that a leader's gRPC
+	// address answers again, or a non-voter that a leader was elected.
+	strictRetryPause = 20 * time.Millisecond
 )
 
 // strictGroup is this node's part in strict mode: a Raft replica of the
@@ -82,6 +89,12 @@ type strictGroup struct {
 
 	mu       sync.Mutex
 	deadSeen map[raft.ServerID]time.Time // voters not alive, since when
+
+	// changes wakes whoever waits for a leader, for the log's rules or for
+	// the voter set to need work: Raft's observations (watch), the state
+	// machine's rule changes and membership changes notify it.
+	changes *changes
+	watch   *raftWatch
 
 	hasGroup atomic.Bool // this node bootstrapped a group, or its log holds one
 	// down is closed once Raft has shut down (shutdown), so that no one
@@ -197,7 +210,7 @@ func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictG
 // a transport or Raft.
 func newGroupShell(n *Node, rules []window.Rule) *strictGroup {
 	_, byName := strictRules(rules)
-	g := &strictGroup{n: n, deadSeen: map[raft.ServerID]time.Time{}, down: make(chan struct{}),
+	g := &strictGroup{n: n, deadSeen: map[raft.ServerID]time.Time{}, down: make(chan struct{}), changes: newChanges(),
 		halt: make(chan struct{}), ran: make(chan struct{}),
 		lead: make(chan *strictPending, strictMaxBatch), fwd: make(chan *strictPending, strictMaxBatch)}
 	g.rules.Store(&byName)
@@ -247,6 +260,7 @@ func (g *strictGroup) openRaft(recoverTo *raft.Configuration) error {
 		return err
 	}
 	fsm.overAdmit = g.n.cfg.strictOverAdmit
+	fsm.onRules = g.changes.notify
 	// The leader reads back every entry it just wrote to replicate it: a
 	// cache in front of the store saves those reads.
 	cached, err := raft.NewLogCache(1024, g.logs)
@@ -258,6 +272,7 @@ func (g *strictGroup) openRaft(recoverTo *raft.Configuration) error {
 		return fmt.Errorf("sluice: strict raft: %w", err)
 	}
 	g.fsm, g.raft = fsm, r
+	g.watch = watchRaft(r, g.changes)
 	return nil
 }
 
@@ -342,14 +357,18 @@ func (g *strictGroup) run(ctx context.Context) {
 	wg.Wait()
 }
 
-// shutdown stops Raft and then releases everyone waiting on its futures.
+// shutdown stops Raft and its watch, and then releases everyone waiting on
+// its futures or its changes.
 func (g *strictGroup) shutdown() {
 	if g.raft != nil {
 		if err := g.raft.Shutdown().Error(); err != nil {
 			g.n.log.Warn("strict raft shutdown", "err", err)
 		}
 	}
-	g.downOnce.Do(func() { close(g.down) })
+	g.downOnce.Do(func() {
+		g.watch.stop()
+		close(g.down)
+	})
 }
 
 // awaitApply waits for an Apply future, or for Raft's shutdown. Raft does
@@ -386,9 +405,12 @@ func (g *strictGroup) close() {
 
 // waitLeader returns once the group has a leader and, on a voter, once the
 // log holds this node's strict rules; or when ctx ends. A node should not
-// serve strict checks before it can reach a leader that knows them.
+// serve strict checks before it can reach a leader that knows them. It
+// looks again at each change (Raft's leader or state, the log's rules, the
+// live members): nothing it waits for comes without one.
 func (g *strictGroup) waitLeader(ctx context.Context) {
 	for {
+		changed := g.changes.changed()
 		if addr, _ := g.raft.LeaderWithID(); addr != "" && (!g.isVoter() || g.fsm.hasRules(*g.rules.Load())) {
 			return
 		}
@@ -403,9 +425,37 @@ func (g *strictGroup) waitLeader(ctx context.Context) {
 		case <-ctx.Done():
 			g.n.log.Warn("no strict leader yet; strict rules answer by their fail_mode until one is elected")
 			return
-		case <-time.After(10 * time.Millisecond):
+		case <-g.down:
+			return
+		case <-changed:
 		}
 	}
+}
+
+// pause waits, within wait, for a reason to ask for a leader again: a
+// change (changed, taken before the state was read), or, unless
+// untilChange, the retry pause. It returns false once wait ends or the
+// group has shut down: the fail mode answers then.
+func (g *strictGroup) pause(wait context.Context, changed <-chan struct{}, untilChange bool) bool {
+	var retry <-chan time.Time
+	if !untilChange {
+		d := g.n.cfg.strictRetry
+		if d <= 0 {
+			d = strictRetryPause
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		retry = t.C
+	}
+	select {
+	case <-wait.Done():
+		return false
+	case <-g.down:
+		return false
+	case <-changed:
+	case <-retry:
+	}
+	return true
 }
 
 // inGroup reports whether this node's log holds a group's configuration.
@@ -482,17 +532,18 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 		done:   make(chan strictOutcome, 1),
 	}
 	for {
+		changed := g.changes.changed()
 		q := g.fwd
 		if g.raft.State() == raft.Leader {
 			q = g.lead
 		} else if g.leader(wait) == "" {
-			// No leader known: wait a little for an election, then fail over.
-			select {
-			case <-wait.Done():
+			// No leader known: wait for an election, then fail over. A
+			// voter's Raft reports one (changes); a node that does not
+			// vote learns of it only by asking again.
+			if !g.pause(wait, changed, g.isVoter()) {
 				return failMode(false)
-			case <-time.After(20 * time.Millisecond):
-				continue
 			}
+			continue
 		}
 		select {
 		case q <- p:
@@ -524,20 +575,20 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 		switch {
 		case out.err == nil:
 			sd := out.ds[0]
-			if strings.HasPrefix(sd.GetError(), counter.ErrUnknownRule.Error()) {
+			d, err := fromStrict(sd)
+			if errors.Is(err, ErrUnknownRule) {
 				// The log does not know the rule yet: the leader has not
 				// taken this node's configuration. Answer as without a leader.
 				return failMode(false)
 			}
-			d, err := fromStrict(sd)
 			return strictAnswer{d: d, at: sd.GetDecidedAt(), err: err}
 		case errors.Is(out.err, errNoLeader):
-			// Nothing was appended: try again shortly, or fail over at the
-			// deadline.
-			select {
-			case <-wait.Done():
+			// Nothing was appended: try again when leadership changes or
+			// after the retry pause (the leader Raft names may be one that
+			// gRPC cannot reach, and then no change comes), or fail over at
+			// the deadline.
+			if !g.pause(wait, changed, false) {
 				return failMode(false)
-			case <-time.After(20 * time.Millisecond):
 			}
 			p.done = make(chan strictOutcome, 1)
 			p.state.Store(pendingQueued)
@@ -550,9 +601,11 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 // errNoLeader means a check was not appended anywhere: safe to retry.
 var errNoLeader = errors.New("no strict leader")
 
+// fromStrict reads a decision of the log; an error is the one the deciding
+// node had (strictErr).
 func fromStrict(d *sluicev1.StrictDecision) (window.Decision, error) {
-	if d.GetError() != "" {
-		return window.Decision{}, errors.New(d.GetError())
+	if err := strictErr(d); err != nil {
+		return window.Decision{}, err
 	}
 	return window.Decision{Allowed: d.GetAllowed(), Limit: d.GetLimit(), Remaining: d.GetRemaining(),
 		ResetAfter: time.Duration(d.GetResetAfterNs()), RetryAfter: time.Duration(d.GetRetryAfterNs()),
@@ -717,27 +770,63 @@ func (g *strictGroup) forward(ctx context.Context, batch []*strictPending) {
 		failAll(batch, errNoLeader)
 		return
 	}
-	req := &sluicev1.ForwardRequest{Checks: checksOf(batch)}
+	ds, err := g.forwardTo(ctx, p, checksOf(batch))
+	if err != nil {
+		failAll(batch, err)
+		return
+	}
+	answer(batch, ds)
+}
+
+// forwardTo asks peer p, which this node takes for the leader, to decide
+// checks, and returns a decision per check. The error is errNoLeader when
+// nothing was appended (p does not lead, or the call never reached it), so
+// that the checks may go elsewhere, and ErrOutcomeUnknown when the log may
+// have decided them.
+func (g *strictGroup) forwardTo(ctx context.Context, p *peer, checks []*sluicev1.StrictCheck) ([]*sluicev1.StrictDecision, error) {
 	callCtx, cancel := context.WithTimeout(ctx, g.n.cfg.StrictTimeout)
 	defer cancel()
-	resp, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx, req)
-	if err != nil {
-		// Only the leader's own word that it appended nothing, or a call
-		// that never got a connection, makes a retry safe; a call that broke
-		// may have committed before it broke.
-		if s, ok := status.FromError(err); ok && (s.Code() == codes.FailedPrecondition || neverSent(s)) {
-			g.leaderHint.Store("")
-			failAll(batch, errNoLeader)
-			return
-		}
-		failAll(batch, fmt.Errorf("%w: forwarded to %s: %w", ErrOutcomeUnknown, id, err))
-		return
+	// reached is filled in once the call had a stream to p: gRPC sets a
+	// call's peer after the call ends, and only if a transport stream was
+	// created for it (clientStream.finish runs the "after" hooks only
+	// then). A stream is created only once a connection is up, and before
+	// the request's headers are queued (http2Client.NewStream fails before
+	// it queues them), so a call that ends with no peer never sent a byte
+	// of the request: not when the connection could not be made, nor when
+	// the call's deadline passed while it waited for one. gRPC's own
+	// transparent retry does not blur this, for it retries only attempts
+	// the server never processed. A call with a peer may have reached the
+	// leader, whatever its status says.
+	var reached grpcpeer.Peer
+	resp, err := sluicev1.NewStrictClient(p.conn).Forward(callCtx,
+		&sluicev1.ForwardRequest{Checks: checks, Redirect: true}, grpc.Peer(&reached))
+	switch {
+	case err != nil && (reached.Addr == nil || status.Code(err) == codes.FailedPrecondition):
+		// Never sent, or the leader's own word that it appended nothing
+		// (and an older node's way to say it does not lead).
+		g.leaderHint.Store("")
+		return nil, errNoLeader
+	case err != nil:
+		return nil, fmt.Errorf("%w: forwarded to %s: %w", ErrOutcomeUnknown, p.info.raftID, err)
+	case resp.GetNotLeader() != nil:
+		g.noteLeader(resp.GetNotLeader())
+		return nil, errNoLeader
+	case len(resp.GetDecisions()) != len(checks):
+		return nil, fmt.Errorf("%w: %s answered %d of %d checks", ErrOutcomeUnknown, p.info.raftID, len(resp.GetDecisions()), len(checks))
 	}
-	if len(resp.GetDecisions()) != len(req.Checks) {
-		failAll(batch, fmt.Errorf("%w: %s answered %d of %d checks", ErrOutcomeUnknown, id, len(resp.GetDecisions()), len(req.Checks)))
-		return
+	return resp.GetDecisions(), nil
+}
+
+// noteLeader keeps the leader a member that does not lead named, as a hint
+// for a node whose Raft does not know one. A member naming this node is
+// behind: it is not kept.
+func (g *strictGroup) noteLeader(nl *sluicev1.NotLeader) string {
+	id := nl.GetLeader()
+	if id == string(g.id) {
+		id = ""
 	}
-	answer(batch, resp.GetDecisions())
+	g.leaderHint.Store(id)
+	return id
 }
 
 // leader returns the strict leader's server ID: the one Raft knows of, or,
@@ -754,52 +843,68 @@ func (g *strictGroup) leader(ctx context.Context) string {
 		return "" // an election is under way; wait for it
 	}
 	// Ask the members that take part: the leader answers an empty Forward,
-	// a follower names the leader.
+	// another member names the leader it knows.
 	for _, p := range g.n.peers.list() {
 		if p.info.raftAddr == "" {
 			continue
 		}
-		err := probe(ctx, p, 200*time.Millisecond)
-		if err == nil {
+		nl, err := probe(ctx, p, 200*time.Millisecond)
+		switch {
+		case err != nil:
+		case nl == nil:
 			g.leaderHint.Store(p.info.raftID)
 			return p.info.raftID
-		}
-		if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition {
-			if id, ok := strings.CutPrefix(s.Message(), leaderIsPrefix); ok {
-				id = strings.Trim(id, `"`)
-				if id != "" && id != string(g.id) {
-					g.leaderHint.Store(id)
-					return id
-				}
+		default:
+			if id := g.noteLeader(nl); id != "" {
+				return id
 			}
 		}
 	}
 	return ""
 }
 
-// probe sends peer p an empty Forward, within timeout: the leader answers
-// it, any other member says what it knows of one (leaderHandle).
-func probe(ctx context.Context, p *peer, timeout time.Duration) error {
+// probe sends peer p an empty Forward, within timeout, and returns what it
+// knows of the leader: nil if p leads. An error is a peer that could not be
+// asked, or that predates NotLeader and answered FAILED_PRECONDITION, which
+// says only that it does not lead.
+func probe(ctx context.Context, p *peer, timeout time.Duration) (*sluicev1.NotLeader, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err := sluicev1.NewStrictClient(p.conn).Forward(ctx, &sluicev1.ForwardRequest{})
-	return err
+	resp, err := sluicev1.NewStrictClient(p.conn).Forward(ctx, &sluicev1.ForwardRequest{Redirect: true})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetNotLeader(), nil
 }
 
 // leaderIsPrefix starts the message of a follower's FAILED_PRECONDITION
-// answer; the leader's server ID follows, quoted.
+// answer to a node that predates NotLeader, which reads the leader's server
+// ID from it: it follows, quoted.
 const leaderIsPrefix = "not the strict leader; the leader is "
 
-// electingMessage is a voter's answer while its group elects a leader: a
-// group exists, so no one may bootstrap another beside it.
+// electingMessage is a voter's answer, to a node that predates NotLeader,
+// while its group elects a leader: a group exists, so no one may bootstrap
+// another beside it.
 const electingMessage = "not the strict leader; this node's group is electing one"
+
+// noLeaderMessage is the answer, to a node that predates NotLeader, of a
+// node in no group and knowing no leader: the one answer that lets such a
+// node bootstrap a group.
+const noLeaderMessage = leaderIsPrefix + `""`
 
 const unknownMessage = "outcome unknown"
 
-// neverSent reports whether a failed call never reached the server: gRPC
-// could not establish a connection to send it on.
-func neverSent(s *status.Status) bool {
-	return s.Code() == codes.Unavailable && strings.Contains(s.Message(), "while dialing")
+// notLeader answers a Forward this node does not lead for: in the response
+// when the caller asked for that (redirect), else as nodes did before
+// NotLeader, with FAILED_PRECONDITION and a message the caller parses.
+func notLeader(req *sluicev1.ForwardRequest, leader raft.ServerID, inGroup bool) (*sluicev1.ForwardResponse, error) {
+	switch {
+	case req.GetRedirect():
+		return &sluicev1.ForwardResponse{NotLeader: &sluicev1.NotLeader{Leader: string(leader), InGroup: inGroup}}, nil
+	case leader == "" && inGroup:
+		return nil, status.Error(codes.FailedPrecondition, electingMessage)
+	}
+	return nil, status.Errorf(codes.FailedPrecondition, leaderIsPrefix+"%q", leader)
 }
 
 // leaderHandle decides forwarded checks while this node leads, in one log
@@ -807,10 +912,7 @@ func neverSent(s *status.Status) bool {
 func (g *strictGroup) leaderHandle(ctx context.Context, req *sluicev1.ForwardRequest) (*sluicev1.ForwardResponse, error) {
 	if g.raft.State() != raft.Leader {
 		_, id := g.raft.LeaderWithID()
-		if id == "" && g.inGroup() {
-			return nil, status.Error(codes.FailedPrecondition, electingMessage)
-		}
-		return nil, status.Errorf(codes.FailedPrecondition, leaderIsPrefix+"%q", id)
+		return notLeader(req, id, g.inGroup())
 	}
 	if len(req.GetChecks()) == 0 {
 		return &sluicev1.ForwardResponse{}, nil

@@ -20,6 +20,9 @@ import (
 type strictFSM struct {
 	rules     []window.Rule
 	overAdmit int64 // tests only: a broken FSM admits this many hits too many
+	// onRules, when set, is called whenever the rules the state machine
+	// decides change, with mu held: it must not block.
+	onRules func()
 
 	mu      sync.Mutex
 	replica *counter.Replica
@@ -102,6 +105,7 @@ func (f *strictFSM) reconfigure(b *sluicev1.StrictBatch) {
 		if rules, err := decodeRules(b.GetRules()); err == nil {
 			if f.replica.SetRules(rules, f.now) == nil {
 				f.rules = rules
+				f.rulesChanged()
 			}
 		}
 	}
@@ -150,7 +154,7 @@ func (f *strictFSM) snapshotRules(rules map[string]bool) *counter.Delta {
 
 func strictDecision(id uint64, d window.Decision, at int64, err error) *sluicev1.StrictDecision {
 	if err != nil {
-		return &sluicev1.StrictDecision{Id: id, Error: err.Error(), DecidedAt: at}
+		return &sluicev1.StrictDecision{Id: id, Code: strictCode(err), Error: err.Error(), DecidedAt: at}
 	}
 	return &sluicev1.StrictDecision{Id: id, Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
 		ResetAfterNs: int64(d.ResetAfter), RetryAfterNs: int64(d.RetryAfter), DecidedAt: at}
@@ -215,7 +219,15 @@ func (f *strictFSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("strict restore: %w", err)
 	}
 	f.replica, f.now, f.rules = r, snap.GetNow(), rules
+	f.rulesChanged()
 	return nil
+}
+
+// rulesChanged runs onRules, if set; f.mu is held.
+func (f *strictFSM) rulesChanged() {
+	if f.onRules != nil {
+		f.onRules()
+	}
 }
 
 // strictSnapshot is an encoded StrictSnapshot.

@@ -23,7 +23,7 @@ const maxForward = strictMaxBatch
 func (s *strictService) Forward(ctx context.Context, req *sluicev1.ForwardRequest) (*sluicev1.ForwardResponse, error) {
 	g := s.node.strictG.Load()
 	if g == nil {
-		return nil, status.Error(codes.FailedPrecondition, noLeaderMessage)
+		return notLeader(req, "", false)
 	}
 	if len(req.GetChecks()) > maxForward {
 		return nil, status.Errorf(codes.InvalidArgument, "checks: at most %d per call, got %d", maxForward, len(req.GetChecks()))

@@ -9,27 +9,35 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // reconcileLoop keeps, while this node leads, the log's rules in line with
 // the node's configuration and the voter set at the configured size from
 // live members, replacing voters that stay dead; and, while no group exists,
 // lets the lowest-named member bootstrap one.
+//
+// A change wakes it at once (changes): this node elected, so it writes its
+// rules before any check needs them; leadership lost, so it looks for a
+// lost majority; the group's peers or the live members changed. The ticker
+// is for what no event announces: a grace period running out
+// (deadVoterGrace, strict_bootstrap_wait), counts admitted outside the log
+// to import, and a step that failed and must be tried again (an AddVoter
+// that timed out, a probe a peer did not answer, a rule change Raft did
+// not commit).
 func (g *strictGroup) reconcileLoop(ctx context.Context) {
-	tick := time.NewTicker(250 * time.Millisecond)
+	tick := time.NewTicker(reconcileInterval)
 	defer tick.Stop()
-	// A new leader writes its rules at once rather than at the next tick:
-	// until then the log decides none of them.
-	leading := g.raft.LeaderCh()
+	changed := g.changes.changed()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-		case <-leading:
+		case <-changed:
 		}
+		// Taken before the work: a change while it runs wakes the next
+		// round.
+		changed = g.changes.changed()
 		switch {
 		case g.raft.State() == raft.Leader:
 			g.syncRules(ctx)
@@ -46,6 +54,9 @@ func (g *strictGroup) reconcileLoop(ctx context.Context) {
 		}
 	}
 }
+
+// reconcileInterval is how often reconcileLoop runs when nothing wakes it.
+const reconcileInterval = 250 * time.Millisecond
 
 // strictMember is a live member that takes part in strict mode.
 type strictMember struct {
@@ -223,11 +234,12 @@ func (g *strictGroup) maybeBootstrap(ctx context.Context) {
 		if p.info.raftAddr == "" {
 			continue
 		}
-		err := probe(ctx, p, 500*time.Millisecond)
+		nl, err := probe(ctx, p, 500*time.Millisecond)
 		// Only a peer's word that it has no group lets this node start
 		// one: a peer that leads, knows a leader, is electing or cannot
-		// be asked may belong to a group already.
-		if s, ok := status.FromError(err); !ok || s.Code() != codes.FailedPrecondition || s.Message() != noLeaderMessage {
+		// be asked may belong to a group already; so may a peer that
+		// predates NotLeader, which gives no word this node reads.
+		if err != nil || nl == nil || nl.GetLeader() != "" || nl.GetInGroup() {
 			return
 		}
 	}
@@ -254,8 +266,6 @@ func viewKey(members []strictMember) string {
 func (g *strictGroup) aloneGrace() time.Duration {
 	return max(g.n.cfg.StrictBootstrapWait, g.n.cfg.ReconnectInterval+2*time.Second)
 }
-
-const noLeaderMessage = leaderIsPrefix + `""`
 
 // gossipRaftAddrs finds a voter's Raft address in its gossiped metadata.
 type gossipRaftAddrs struct{ g *strictGroup }

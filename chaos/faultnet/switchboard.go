@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -260,7 +261,9 @@ func (sb *Switchboard) register(addr, name string) error {
 		return ErrClosed
 	}
 	if o, ok := sb.owners[addr]; ok && o != name {
-		return fmt.Errorf("faultnet: %s is already owned by %s, not %s", addr, o, name)
+		// The port is free to the kernel but not yet to the switchboard
+		// (its last owner is closing): in use all the same.
+		return fmt.Errorf("faultnet: %s is already owned by %s, not %s: %w", addr, o, name, syscall.EADDRINUSE)
 	}
 	sb.owners[addr] = name
 	return nil

@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -535,5 +536,23 @@ func TestListenOnlyOnLoopback(t *testing.T) {
 	}
 	if _, err := sb.Node("a").Gossip("192.0.2.1:0"); err == nil {
 		t.Error("gossiped on a non-loopback address")
+	}
+}
+
+// TestAddressOwnedIsInUse claims for one node an address the switchboard
+// still gives another (its listener is closing): the error is EADDRINUSE,
+// as the kernel's would be, so that a caller retries on another port.
+func TestAddressOwnedIsInUse(t *testing.T) {
+	sb := New(1)
+	defer sb.Close()
+	if err := sb.register("127.0.0.1:9", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.register("127.0.0.1:9", "a"); err != nil {
+		t.Errorf("its owner claims the address again: %v", err)
+	}
+	err := sb.register("127.0.0.1:9", "b")
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("another node claims an owned address: %v, want EADDRINUSE", err)
 	}
 }

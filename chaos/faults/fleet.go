@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/chaos/faultnet"
@@ -233,8 +234,12 @@ func (f *Fleet) Restart(ctx context.Context, name string) error {
 }
 
 // addrInUse reports whether a start failed because a port of the last run
-// has been taken meanwhile.
-func addrInUse(err error) bool { return strings.Contains(err.Error(), "address already in use") }
+// has been taken meanwhile. The fleet's nodes listen through faultnet,
+// whose errors keep the listen's *net.OpError (or, for an address the
+// switchboard still gives another node, wrap EADDRINUSE), and the cluster
+// wraps them with %w, so the errno survives to here. (memberlist's own
+// transport, which the fleet does not use, formats it away with %v.)
+func addrInUse(err error) bool { return errors.Is(err, syscall.EADDRINUSE) }
 
 // Mark records a step of the scenario at the switchboard's time.
 func (f *Fleet) Mark(what string) {

@@ -23,6 +23,79 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// StrictErrorCode names the reason a strict check could not be decided:
+// one per error a node returns for it (cluster.ErrUnknownRule, ...).
+type StrictErrorCode int32
+
+const (
+	// STRICT_ERROR_CODE_UNSPECIFIED: the check was decided, or (with error
+	// set) the decision comes from a node that predates codes.
+	StrictErrorCode_STRICT_ERROR_CODE_UNSPECIFIED StrictErrorCode = 0
+	// STRICT_ERROR_CODE_UNKNOWN_RULE: the log decides no rule of that name.
+	StrictErrorCode_STRICT_ERROR_CODE_UNKNOWN_RULE StrictErrorCode = 1
+	// STRICT_ERROR_CODE_EMPTY_KEY: the check names no key.
+	StrictErrorCode_STRICT_ERROR_CODE_EMPTY_KEY StrictErrorCode = 2
+	// STRICT_ERROR_CODE_KEY_TOO_LONG: the key is longer than a key may be.
+	StrictErrorCode_STRICT_ERROR_CODE_KEY_TOO_LONG StrictErrorCode = 3
+	// STRICT_ERROR_CODE_NEGATIVE_HITS: hits is below 0.
+	StrictErrorCode_STRICT_ERROR_CODE_NEGATIVE_HITS StrictErrorCode = 4
+	// STRICT_ERROR_CODE_HITS_OVER_COUNT: hits exceed the rule's count as the
+	// log has it.
+	StrictErrorCode_STRICT_ERROR_CODE_HITS_OVER_COUNT StrictErrorCode = 5
+	// STRICT_ERROR_CODE_OTHER: an error none of the codes above names; error
+	// describes it.
+	StrictErrorCode_STRICT_ERROR_CODE_OTHER StrictErrorCode = 6
+)
+
+// Enum value maps for StrictErrorCode.
+var (
+	StrictErrorCode_name = map[int32]string{
+		0: "STRICT_ERROR_CODE_UNSPECIFIED",
+		1: "STRICT_ERROR_CODE_UNKNOWN_RULE",
+		2: "STRICT_ERROR_CODE_EMPTY_KEY",
+		3: "STRICT_ERROR_CODE_KEY_TOO_LONG",
+		4: "STRICT_ERROR_CODE_NEGATIVE_HITS",
+		5: "STRICT_ERROR_CODE_HITS_OVER_COUNT",
+		6: "STRICT_ERROR_CODE_OTHER",
+	}
+	StrictErrorCode_value = map[string]int32{
+		"STRICT_ERROR_CODE_UNSPECIFIED":     0,
+		"STRICT_ERROR_CODE_UNKNOWN_RULE":    1,
+		"STRICT_ERROR_CODE_EMPTY_KEY":       2,
+		"STRICT_ERROR_CODE_KEY_TOO_LONG":    3,
+		"STRICT_ERROR_CODE_NEGATIVE_HITS":   4,
+		"STRICT_ERROR_CODE_HITS_OVER_COUNT": 5,
+		"STRICT_ERROR_CODE_OTHER":           6,
+	}
+)
+
+func (x StrictErrorCode) Enum() *StrictErrorCode {
+	p := new(StrictErrorCode)
+	*p = x
+	return p
+}
+
+func (x StrictErrorCode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (StrictErrorCode) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_strict_proto_enumTypes[0].Descriptor()
+}
+
+func (StrictErrorCode) Type() protoreflect.EnumType {
+	return &file_sluice_v1_strict_proto_enumTypes[0]
+}
+
+func (x StrictErrorCode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use StrictErrorCode.Descriptor instead.
+func (StrictErrorCode) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{0}
+}
+
 // StrictCheck is one check in a log entry.
 type StrictCheck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -324,8 +397,13 @@ type StrictDecision struct {
 	// decided_at is the batch's time, Unix nanoseconds.
 	DecidedAt int64 `protobuf:"varint,7,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
 	// error is set when the check could not be decided (unknown rule, bad
-	// key or hits); the other fields are then empty.
-	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// key or hits); the other fields are then empty. It is the deciding
+	// node's description; code says what it means.
+	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// code says why the check could not be decided, so that the node that
+	// asked returns the same error the deciding node had. Unset with error
+	// set, the decision comes from a node that predates codes.
+	Code          StrictErrorCode `protobuf:"varint,9,opt,name=code,proto3,enum=sluice.v1.StrictErrorCode" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -416,10 +494,22 @@ func (x *StrictDecision) GetError() string {
 	return ""
 }
 
-// ForwardRequest carries checks from a node to the leader.
+func (x *StrictDecision) GetCode() StrictErrorCode {
+	if x != nil {
+		return x.Code
+	}
+	return StrictErrorCode_STRICT_ERROR_CODE_UNSPECIFIED
+}
+
+// ForwardRequest carries checks from a node to the leader. A request with
+// no checks asks who leads: the leader answers it with no decisions.
 type ForwardRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Checks        []*StrictCheck         `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Checks []*StrictCheck         `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
+	// redirect asks a node that does not lead to answer with
+	// ForwardResponse.not_leader rather than FAILED_PRECONDITION. Nodes that
+	// predate it ignore it and answer FAILED_PRECONDITION.
+	Redirect      bool `protobuf:"varint,2,opt,name=redirect,proto3" json:"redirect,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -461,10 +551,21 @@ func (x *ForwardRequest) GetChecks() []*StrictCheck {
 	return nil
 }
 
-// ForwardResponse answers every check of the request, in order.
+func (x *ForwardRequest) GetRedirect() bool {
+	if x != nil {
+		return x.Redirect
+	}
+	return false
+}
+
+// ForwardResponse answers every check of the request, in order; or, from a
+// node that does not lead, says so.
 type ForwardResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Decisions     []*StrictDecision      `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Decisions []*StrictDecision      `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	// not_leader is set by a node that does not lead, when the request asked
+	// for it (redirect): nothing was appended and decisions is empty.
+	NotLeader     *NotLeader `protobuf:"bytes,2,opt,name=not_leader,json=notLeader,proto3" json:"not_leader,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -506,6 +607,72 @@ func (x *ForwardResponse) GetDecisions() []*StrictDecision {
 	return nil
 }
 
+func (x *ForwardResponse) GetNotLeader() *NotLeader {
+	if x != nil {
+		return x.NotLeader
+	}
+	return nil
+}
+
+// NotLeader is what a node that does not lead the strict group knows of
+// the one that does.
+type NotLeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// leader is the Raft server ID of the leader this node knows of, empty
+	// if it knows of none.
+	Leader string `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	// in_group is set when this node's log holds a strict group, even while
+	// it knows no leader (an election is under way): no node may start a
+	// group beside it.
+	InGroup       bool `protobuf:"varint,2,opt,name=in_group,json=inGroup,proto3" json:"in_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotLeader) Reset() {
+	*x = NotLeader{}
+	mi := &file_sluice_v1_strict_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotLeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotLeader) ProtoMessage() {}
+
+func (x *NotLeader) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_strict_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotLeader.ProtoReflect.Descriptor instead.
+func (*NotLeader) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *NotLeader) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *NotLeader) GetInGroup() bool {
+	if x != nil {
+		return x.InGroup
+	}
+	return false
+}
+
 // StrictSnapshot is the state machine's snapshot: the counts of live
 // windows and the time of the last applied entry.
 type StrictSnapshot struct {
@@ -521,7 +688,7 @@ type StrictSnapshot struct {
 
 func (x *StrictSnapshot) Reset() {
 	*x = StrictSnapshot{}
-	mi := &file_sluice_v1_strict_proto_msgTypes[7]
+	mi := &file_sluice_v1_strict_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +700,7 @@ func (x *StrictSnapshot) String() string {
 func (*StrictSnapshot) ProtoMessage() {}
 
 func (x *StrictSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_strict_proto_msgTypes[7]
+	mi := &file_sluice_v1_strict_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +713,7 @@ func (x *StrictSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StrictSnapshot.ProtoReflect.Descriptor instead.
 func (*StrictSnapshot) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_strict_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StrictSnapshot) GetNow() int64 {
@@ -596,7 +763,7 @@ const file_sluice_v1_strict_proto_rawDesc = "" +
 	"\n" +
 	"allocation\x18\x06 \x01(\rR\n" +
 	"allocation\x12\x1b\n" +
-	"\tfail_mode\x18\a \x01(\rR\bfailMode\"\xef\x01\n" +
+	"\tfail_mode\x18\a \x01(\rR\bfailMode\"\x9f\x02\n" +
 	"\x0eStrictDecision\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aallowed\x18\x02 \x01(\bR\aallowed\x12\x14\n" +
@@ -606,15 +773,30 @@ const file_sluice_v1_strict_proto_rawDesc = "" +
 	"\x0eretry_after_ns\x18\x06 \x01(\x03R\fretryAfterNs\x12\x1d\n" +
 	"\n" +
 	"decided_at\x18\a \x01(\x03R\tdecidedAt\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\"@\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12.\n" +
+	"\x04code\x18\t \x01(\x0e2\x1a.sluice.v1.StrictErrorCodeR\x04code\"\\\n" +
 	"\x0eForwardRequest\x12.\n" +
-	"\x06checks\x18\x01 \x03(\v2\x16.sluice.v1.StrictCheckR\x06checks\"J\n" +
+	"\x06checks\x18\x01 \x03(\v2\x16.sluice.v1.StrictCheckR\x06checks\x12\x1a\n" +
+	"\bredirect\x18\x02 \x01(\bR\bredirect\"\x7f\n" +
 	"\x0fForwardResponse\x127\n" +
-	"\tdecisions\x18\x01 \x03(\v2\x19.sluice.v1.StrictDecisionR\tdecisions\"v\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x19.sluice.v1.StrictDecisionR\tdecisions\x123\n" +
+	"\n" +
+	"not_leader\x18\x02 \x01(\v2\x14.sluice.v1.NotLeaderR\tnotLeader\">\n" +
+	"\tNotLeader\x12\x16\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\x12\x19\n" +
+	"\bin_group\x18\x02 \x01(\bR\ainGroup\"v\n" +
 	"\x0eStrictSnapshot\x12\x10\n" +
 	"\x03now\x18\x01 \x01(\x03R\x03now\x12(\n" +
 	"\x06counts\x18\x02 \x01(\v2\x10.sluice.v1.DeltaR\x06counts\x12(\n" +
-	"\x05rules\x18\x03 \x01(\v2\x12.sluice.v1.RuleSetR\x05rules2J\n" +
+	"\x05rules\x18\x03 \x01(\v2\x12.sluice.v1.RuleSetR\x05rules*\x86\x02\n" +
+	"\x0fStrictErrorCode\x12!\n" +
+	"\x1dSTRICT_ERROR_CODE_UNSPECIFIED\x10\x00\x12\"\n" +
+	"\x1eSTRICT_ERROR_CODE_UNKNOWN_RULE\x10\x01\x12\x1f\n" +
+	"\x1bSTRICT_ERROR_CODE_EMPTY_KEY\x10\x02\x12\"\n" +
+	"\x1eSTRICT_ERROR_CODE_KEY_TOO_LONG\x10\x03\x12#\n" +
+	"\x1fSTRICT_ERROR_CODE_NEGATIVE_HITS\x10\x04\x12%\n" +
+	"!STRICT_ERROR_CODE_HITS_OVER_COUNT\x10\x05\x12\x1b\n" +
+	"\x17STRICT_ERROR_CODE_OTHER\x10\x062J\n" +
 	"\x06Strict\x12@\n" +
 	"\aForward\x12\x19.sluice.v1.ForwardRequest\x1a\x1a.sluice.v1.ForwardResponseB5Z3github.com/sluicehq/sluice/proto/sluice/v1;sluicev1b\x06proto3"
 
@@ -630,34 +812,39 @@ func file_sluice_v1_strict_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_strict_proto_rawDescData
 }
 
-var file_sluice_v1_strict_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_sluice_v1_strict_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sluice_v1_strict_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_sluice_v1_strict_proto_goTypes = []any{
-	(*StrictCheck)(nil),     // 0: sluice.v1.StrictCheck
-	(*StrictBatch)(nil),     // 1: sluice.v1.StrictBatch
-	(*RuleSet)(nil),         // 2: sluice.v1.RuleSet
-	(*RuleSpec)(nil),        // 3: sluice.v1.RuleSpec
-	(*StrictDecision)(nil),  // 4: sluice.v1.StrictDecision
-	(*ForwardRequest)(nil),  // 5: sluice.v1.ForwardRequest
-	(*ForwardResponse)(nil), // 6: sluice.v1.ForwardResponse
-	(*StrictSnapshot)(nil),  // 7: sluice.v1.StrictSnapshot
-	(*Delta)(nil),           // 8: sluice.v1.Delta
+	(StrictErrorCode)(0),    // 0: sluice.v1.StrictErrorCode
+	(*StrictCheck)(nil),     // 1: sluice.v1.StrictCheck
+	(*StrictBatch)(nil),     // 2: sluice.v1.StrictBatch
+	(*RuleSet)(nil),         // 3: sluice.v1.RuleSet
+	(*RuleSpec)(nil),        // 4: sluice.v1.RuleSpec
+	(*StrictDecision)(nil),  // 5: sluice.v1.StrictDecision
+	(*ForwardRequest)(nil),  // 6: sluice.v1.ForwardRequest
+	(*ForwardResponse)(nil), // 7: sluice.v1.ForwardResponse
+	(*NotLeader)(nil),       // 8: sluice.v1.NotLeader
+	(*StrictSnapshot)(nil),  // 9: sluice.v1.StrictSnapshot
+	(*Delta)(nil),           // 10: sluice.v1.Delta
 }
 var file_sluice_v1_strict_proto_depIdxs = []int32{
-	0, // 0: sluice.v1.StrictBatch.checks:type_name -> sluice.v1.StrictCheck
-	2, // 1: sluice.v1.StrictBatch.rules:type_name -> sluice.v1.RuleSet
-	8, // 2: sluice.v1.StrictBatch.seed:type_name -> sluice.v1.Delta
-	3, // 3: sluice.v1.RuleSet.rules:type_name -> sluice.v1.RuleSpec
-	0, // 4: sluice.v1.ForwardRequest.checks:type_name -> sluice.v1.StrictCheck
-	4, // 5: sluice.v1.ForwardResponse.decisions:type_name -> sluice.v1.StrictDecision
-	8, // 6: sluice.v1.StrictSnapshot.counts:type_name -> sluice.v1.Delta
-	2, // 7: sluice.v1.StrictSnapshot.rules:type_name -> sluice.v1.RuleSet
-	5, // 8: sluice.v1.Strict.Forward:input_type -> sluice.v1.ForwardRequest
-	6, // 9: sluice.v1.Strict.Forward:output_type -> sluice.v1.ForwardResponse
-	9, // [9:10] is the sub-list for method output_type
-	8, // [8:9] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	1,  // 0: sluice.v1.StrictBatch.checks:type_name -> sluice.v1.StrictCheck
+	3,  // 1: sluice.v1.StrictBatch.rules:type_name -> sluice.v1.RuleSet
+	10, // 2: sluice.v1.StrictBatch.seed:type_name -> sluice.v1.Delta
+	4,  // 3: sluice.v1.RuleSet.rules:type_name -> sluice.v1.RuleSpec
+	0,  // 4: sluice.v1.StrictDecision.code:type_name -> sluice.v1.StrictErrorCode
+	1,  // 5: sluice.v1.ForwardRequest.checks:type_name -> sluice.v1.StrictCheck
+	5,  // 6: sluice.v1.ForwardResponse.decisions:type_name -> sluice.v1.StrictDecision
+	8,  // 7: sluice.v1.ForwardResponse.not_leader:type_name -> sluice.v1.NotLeader
+	10, // 8: sluice.v1.StrictSnapshot.counts:type_name -> sluice.v1.Delta
+	3,  // 9: sluice.v1.StrictSnapshot.rules:type_name -> sluice.v1.RuleSet
+	6,  // 10: sluice.v1.Strict.Forward:input_type -> sluice.v1.ForwardRequest
+	7,  // 11: sluice.v1.Strict.Forward:output_type -> sluice.v1.ForwardResponse
+	11, // [11:12] is the sub-list for method output_type
+	10, // [10:11] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_strict_proto_init() }
@@ -671,13 +858,14 @@ func file_sluice_v1_strict_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_strict_proto_rawDesc), len(file_sluice_v1_strict_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   8,
+			NumEnums:      1,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_sluice_v1_strict_proto_goTypes,
 		DependencyIndexes: file_sluice_v1_strict_proto_depIdxs,
+		EnumInfos:         file_sluice_v1_strict_proto_enumTypes,
 		MessageInfos:      file_sluice_v1_strict_proto_msgTypes,
 	}.Build()
 	File_sluice_v1_strict_proto = out.File

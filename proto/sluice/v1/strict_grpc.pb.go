@@ -33,10 +33,14 @@ const (
 // Forward.
 type StrictClient interface {
 	// Forward decides checks on the leader, in order, in as few log entries as
-	// group commit allows. A node that is not the leader answers
-	// FAILED_PRECONDITION naming the leader it knows of; a check whose log
-	// entry may or may not have committed (leadership lost mid-flight) is
-	// answered UNAVAILABLE with "outcome unknown", never with a guess.
+	// group commit allows. A node that is not the leader says so in
+	// ForwardResponse.not_leader, naming the leader it knows of, when the
+	// request asks for that (ForwardRequest.redirect); otherwise, as nodes
+	// did before not_leader existed, it answers FAILED_PRECONDITION with the
+	// leader in the message. The leader answers FAILED_PRECONDITION when it
+	// appended nothing (busy, or leadership moved): the caller may retry. A
+	// check whose log entry may or may not have committed (leadership lost
+	// mid-flight) is answered UNAVAILABLE, never with a guess.
 	Forward(ctx context.Context, in *ForwardRequest, opts ...grpc.CallOption) (*ForwardResponse, error)
 }
 
@@ -67,10 +71,14 @@ func (c *strictClient) Forward(ctx context.Context, in *ForwardRequest, opts ...
 // Forward.
 type StrictServer interface {
 	// Forward decides checks on the leader, in order, in as few log entries as
-	// group commit allows. A node that is not the leader answers
-	// FAILED_PRECONDITION naming the leader it knows of; a check whose log
-	// entry may or may not have committed (leadership lost mid-flight) is
-	// answered UNAVAILABLE with "outcome unknown", never with a guess.
+	// group commit allows. A node that is not the leader says so in
+	// ForwardResponse.not_leader, naming the leader it knows of, when the
+	// request asks for that (ForwardRequest.redirect); otherwise, as nodes
+	// did before not_leader existed, it answers FAILED_PRECONDITION with the
+	// leader in the message. The leader answers FAILED_PRECONDITION when it
+	// appended nothing (busy, or leadership moved): the caller may retry. A
+	// check whose log entry may or may not have committed (leadership lost
+	// mid-flight) is answered UNAVAILABLE, never with a guess.
 	Forward(context.Context, *ForwardRequest) (*ForwardResponse, error)
 	mustEmbedUnimplementedStrictServer()
 }
