@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
@@ -18,8 +17,10 @@ import (
 // whoever wrote it, decides it anew, and the code is a function of the
 // error alone (strictCode), so replay stays deterministic. A decision
 // without a code can only come from a leader that predates codes, in
-// answer to a Forward; it is read as that leader's followers read it
-// (legacyStrictErr).
+// answer to a Forward: its error is its text alone, matching no sentinel,
+// for no decision here reads meaning out of a message. During a rolling
+// upgrade a follower then returns a leader's unknown-rule error as it is
+// instead of answering by the rule's fail mode.
 
 // codeErr returns the error code stands for; nil for OTHER and for codes
 // this node does not know.
@@ -58,7 +59,7 @@ func strictErr(d *sluicev1.StrictDecision) error {
 		if text == "" {
 			return nil
 		}
-		return legacyStrictErr(text)
+		return errors.New(text)
 	}
 	e := &decidedError{text: text, is: codeErr(code)}
 	if e.text == "" {
@@ -68,18 +69,6 @@ func strictErr(d *sluicev1.StrictDecision) error {
 		}
 	}
 	return e
-}
-
-// legacyStrictErr reads the error of a decision without a code, from a
-// leader that predates codes, as that leader's own followers did: an
-// unknown rule by its text, which the counter package has always begun
-// with ErrUnknownRule's, and anything else as text alone. Once no node
-// older than codes runs, no decision takes this path.
-func legacyStrictErr(text string) error {
-	if strings.HasPrefix(text, counter.ErrUnknownRule.Error()) {
-		return &decidedError{text: text, is: counter.ErrUnknownRule}
-	}
-	return errors.New(text)
 }
 
 // decidedError is the error of a check the log could not decide: the

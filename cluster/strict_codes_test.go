@@ -87,10 +87,9 @@ func TestStrictCodeFromOtherVersions(t *testing.T) {
 		wantText string
 	}{
 		{"decided", &sluicev1.StrictDecision{Allowed: true, Limit: 5}, nil, ""},
-		// Before codes, an unknown rule was told by its text, and the
-		// follower answered by its fail mode: it still does.
-		{"old unknown rule", &sluicev1.StrictDecision{Error: `unknown rule "nope"`}, ErrUnknownRule, `unknown rule "nope"`},
-		// Every other error was text alone before codes, and stays so.
+		// Before codes, errors were text alone: they stay text, and no
+		// sentinel is read out of them.
+		{"old unknown rule", &sluicev1.StrictDecision{Error: `unknown rule "nope"`}, nil, `unknown rule "nope"`},
 		{"old negative hits", &sluicev1.StrictDecision{Error: "hits must be ≥ 0, got -1"}, nil, "hits must be ≥ 0, got -1"},
 		{"newer code", &sluicev1.StrictDecision{Code: 99, Error: "a reason from the future"}, nil, "a reason from the future"},
 		{"code without text", &sluicev1.StrictDecision{Code: sluicev1.StrictErrorCode_STRICT_ERROR_CODE_EMPTY_KEY}, ErrEmptyKey, ErrEmptyKey.Error()},
@@ -135,7 +134,10 @@ func TestOldDecisionBytes(t *testing.T) {
 		t.Errorf("code %v, want unset", d.GetCode())
 	}
 	_, err := fromStrict(&d)
-	checkSentinel(t, "old bytes", err, ErrUnknownRule)
+	if err == nil || err.Error() != `unknown rule "nope"` {
+		t.Fatalf("error %v, want the leader's text", err)
+	}
+	checkSentinel(t, "old bytes", err, nil)
 }
 
 // oldStrictEntry is a log entry in the bytes an older node wrote: the rule
