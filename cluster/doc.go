@@ -35,5 +35,7 @@
 // Reload changes the rules of a running node, Metrics and HTTPHandler are
 // what an operator watches, and the `sluice agent` command (cmd/sluice)
 // runs a node beside programs in other languages, which call it over gRPC
-// (proto/sluice/v1).
+// (proto/sluice/v1). The agent's YAML config file is read by package
+// cluster/configfile, which this package does not import: embedding a node
+// links no YAML parser.
 package cluster

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/cluster/configfile"
 )
 
 // defaultConfig holds the rules the agent enforces without --config.
@@ -64,7 +65,7 @@ flags:
 // command line.
 type agentOptions struct {
 	// file holds the node settings and rules; flags are already applied.
-	file *cluster.FileConfig
+	file *configfile.Config
 	// shutdownTimeout bounds, at stop, the drain of in-flight gRPC calls
 	// and, separately, of HTTP requests.
 	shutdownTimeout time.Duration
@@ -175,12 +176,12 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentOptions, er
 	}
 	set := setFlags(fs)
 
-	var file *cluster.FileConfig
+	var file *configfile.Config
 	var err error
 	if *configPath != "" {
-		file, err = cluster.LoadConfigFile(*configPath)
+		file, err = configfile.Load(*configPath)
 	} else {
-		file, err = cluster.ParseConfigFile(defaultConfigName, defaultConfig)
+		file, err = configfile.Parse(defaultConfigName, defaultConfig)
 	}
 	if err != nil {
 		return nil, err
@@ -301,7 +302,7 @@ type agent struct {
 // startAgent returns. The agent runs until Stop.
 func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 	f := opts.file
-	rules, err := f.NodeRules()
+	cfg, err := f.NodeConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -309,14 +310,16 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	grpcAddr := f.GRPCAddr
-	if grpcAddr == "" {
-		grpcAddr = defaultGRPCAddr
+	if cfg.GRPCAddr == "" {
+		cfg.GRPCAddr = defaultGRPCAddr
 	}
 	shutdown := opts.shutdownTimeout
 	if shutdown <= 0 {
 		shutdown = time.Nanosecond // the node reads 0 as its default
 	}
+	cfg.ShutdownTimeout = shutdown
+	cfg.Logger = logger
+	cfg.Now = opts.now
 	a := &agent{shutdownTimeout: shutdown}
 
 	// Bind HTTP first: a busy port then fails the start before the node
@@ -330,26 +333,7 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 		a.httpLis = lis
 	}
 
-	node, err := cluster.Start(ctx, cluster.Config{
-		Name:                f.Name,
-		Rules:               rules,
-		GRPCAddr:            grpcAddr,
-		BindAddr:            f.GossipAddr,
-		AdvertiseAddr:       f.AdvertiseAddr,
-		Join:                f.Join,
-		DataDir:             f.DataDir,
-		RaftAddr:            f.RaftAddr,
-		RaftAdvertiseAddr:   f.RaftAdvertiseAddr,
-		StrictVoters:        f.StrictVoters,
-		StrictTimeout:       time.Duration(f.StrictTimeout * float64(time.Second)),
-		BorrowTimeout:       time.Duration(f.BorrowTimeout * float64(time.Second)),
-		StrictBootstrapWait: time.Duration(f.StrictBootstrapWait * float64(time.Second)),
-		PersistInterval:     time.Duration(f.PersistInterval * float64(time.Second)),
-		ReconnectInterval:   time.Duration(f.ReconnectInterval * float64(time.Second)),
-		ShutdownTimeout:     shutdown,
-		Logger:              logger,
-		Now:                 opts.now,
-	})
+	node, err := cluster.Start(ctx, cfg)
 	if err != nil {
 		if a.httpLis != nil {
 			a.httpLis.Close()
@@ -447,7 +431,7 @@ func (a *agent) reload(ctx context.Context, path string, log *slog.Logger) {
 		log.Warn("SIGHUP: the agent runs on built-in rules; there is no file to reload")
 		return
 	}
-	file, err := cluster.LoadConfigFile(path)
+	file, err := configfile.Load(path)
 	if err != nil {
 		log.Error("SIGHUP: config not reloaded", "err", err)
 		return

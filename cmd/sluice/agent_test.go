@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/cluster/configfile"
 )
 
 // lockedBuffer is a bytes.Buffer the agent's goroutines may log into while
@@ -417,22 +417,22 @@ join: [127.0.0.1:7947]
 	tests := []struct {
 		name string
 		args []string
-		want cluster.FileConfig // Rules and Path are not compared
+		want configfile.Config // Rules and Path are not compared
 		wait time.Duration
 	}{
 		{"defaults", nil,
-			cluster.FileConfig{GRPCAddr: defaultGRPCAddr}, 10 * time.Second},
+			configfile.Config{GRPCAddr: defaultGRPCAddr}, 10 * time.Second},
 		{"file", []string{"--config", file},
-			cluster.FileConfig{Name: "from-file", GRPCAddr: "127.0.0.1:7070", GossipAddr: "127.0.0.1:7946",
+			configfile.Config{Name: "from-file", GRPCAddr: "127.0.0.1:7070", GossipAddr: "127.0.0.1:7946",
 				HTTPAddr: "127.0.0.1:9090", Join: []string{"127.0.0.1:7947"}}, 10 * time.Second},
 		{"flags override the file", []string{"--config", file, "--name", "n2", "--grpc-addr", ":7071",
 			"--gossip-addr", "0.0.0.0:7948", "--advertise-addr", "10.0.0.2:7948", "--http-addr", "",
 			"--join", "dns:sluice.default.svc:7946", "--join", "10.0.0.1:7946, [::1]:7946",
 			"--data-dir", "/tmp/x", "--shutdown-timeout", "0"},
-			cluster.FileConfig{Name: "n2", GRPCAddr: ":7071", GossipAddr: "0.0.0.0:7948", AdvertiseAddr: "10.0.0.2:7948",
+			configfile.Config{Name: "n2", GRPCAddr: ":7071", GossipAddr: "0.0.0.0:7948", AdvertiseAddr: "10.0.0.2:7948",
 				Join: []string{"dns:sluice.default.svc:7946", "10.0.0.1:7946", "[::1]:7946"}, DataDir: "/tmp/x"}, 0},
 		{"empty --join clears the file's", []string{"--config", file, "--join", ""},
-			cluster.FileConfig{Name: "from-file", GRPCAddr: "127.0.0.1:7070", GossipAddr: "127.0.0.1:7946",
+			configfile.Config{Name: "from-file", GRPCAddr: "127.0.0.1:7070", GossipAddr: "127.0.0.1:7946",
 				HTTPAddr: "127.0.0.1:9090"}, 10 * time.Second},
 	}
 	for _, tt := range tests {
@@ -457,12 +457,12 @@ join: [127.0.0.1:7947]
 // the cluster example's three nodes share their rules, use distinct ports
 // and join the first.
 func TestExampleConfigs(t *testing.T) {
-	if _, err := cluster.LoadConfigFile("../../examples/sluice.yaml"); err != nil {
+	if _, err := configfile.Load("../../examples/sluice.yaml"); err != nil {
 		t.Errorf("examples/sluice.yaml: %v", err)
 	}
-	var nodes []*cluster.FileConfig
+	var nodes []*configfile.Config
 	for _, name := range []string{"node-a", "node-b", "node-c"} {
-		f, err := cluster.LoadConfigFile("../../examples/cluster/" + name + ".yaml")
+		f, err := configfile.Load("../../examples/cluster/" + name + ".yaml")
 		if err != nil {
 			t.Fatalf("%v", err)
 		}

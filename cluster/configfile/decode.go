@@ -1,0 +1,532 @@
+package configfile
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/cluster"
+)
+
+// Tags the decoder tells apart.
+const (
+	nullTag  = "!!null"
+	intTag   = "!!int"
+	floatTag = "!!float"
+	mergeTag = "!!merge"
+)
+
+// level is where a mapping sits in the file, which says the fields it may
+// hold.
+type level int
+
+const (
+	topLevel  level = iota // the node's settings and its rules
+	ruleLevel              // one rule
+)
+
+// The fields of each level, in the order the messages list them.
+var (
+	topFields = []string{"name", "grpc_addr", "gossip_addr", "advertise_addr", "http_addr", "join", "data_dir",
+		"raft_addr", "raft_advertise_addr", "strict_voters", "strict_timeout", "strict_bootstrap_wait",
+		"borrow_timeout", "persist_interval", "reconnect_interval", "rules"}
+	ruleFields = []string{"name", "count", "time_window", "window_type", "sync_interval", "allocation", "fail_mode"}
+)
+
+// fields is the fields a mapping at l may hold.
+func (l level) fields() []string {
+	if l == ruleLevel {
+		return ruleFields
+	}
+	return topFields
+}
+
+// unknown is the error for a key that is not a field at l. A key that is a
+// field at the other level was likely written at the wrong depth; say so.
+func (l level) unknown(key string) error {
+	msg := fmt.Sprintf("unknown field %q (known fields: %s)", key, strings.Join(l.fields(), ", "))
+	switch {
+	case l == topLevel && slices.Contains(ruleFields, key):
+		msg += fmt.Sprintf("; %s is a field of a rule: write it in an entry of the rules list", key)
+	case l == ruleLevel && slices.Contains(topFields, key):
+		msg += fmt.Sprintf("; %s is a node setting: write it at the top level, outside rules", key)
+	}
+	return errors.New(msg)
+}
+
+// field is one key of a mapping with its value.
+type field struct {
+	// key is the key as written, for its line.
+	key *yaml.Node
+	// name is the key's text.
+	name string
+	// value is the value, aliases followed.
+	value *yaml.Node
+}
+
+// fieldsKey names a mapping read at a level.
+type fieldsKey struct {
+	m *yaml.Node
+	l level
+}
+
+// decoder walks a parsed config document and fills a Config, recording
+// each problem with the line of the node it is about.
+type decoder struct {
+	path string
+	errs []*Error
+	// rule is the 1-based position of the rule being read, 0 outside the
+	// rules.
+	rule int
+	// fields holds the fields of every mapping read so far, so that a
+	// mapping merged or aliased many times is read, and its problems
+	// reported, once.
+	fields map[fieldsKey][]field
+	// reading marks the mappings whose fields are being gathered, to catch
+	// a mapping that merges itself.
+	reading map[*yaml.Node]bool
+}
+
+func newDecoder(path string) *decoder {
+	return &decoder{path: path, fields: map[fieldsKey][]field{}, reading: map[*yaml.Node]bool{}}
+}
+
+// fail records a problem with field (empty for none) at n's line.
+func (d *decoder) fail(n *yaml.Node, field string, err error) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	d.errs = append(d.errs, &Error{Path: d.path, Line: line, Rule: d.rule, Field: field, Err: err})
+}
+
+// wrongType records that f's value is not what the field holds.
+func (d *decoder) wrongType(f field, want string) {
+	d.fail(f.value, f.name, fmt.Errorf("%s must be %s, got %s", f.name, want, describe(f.value)))
+}
+
+// err is the problems recorded, in the order of the file, or nil.
+func (d *decoder) err() error {
+	if len(d.errs) == 0 {
+		return nil
+	}
+	// A problem without a line is about something the file leaves out;
+	// it comes last.
+	at := func(e *Error) int {
+		if e.Line == 0 {
+			return math.MaxInt
+		}
+		return e.Line
+	}
+	slices.SortStableFunc(d.errs, func(a, b *Error) int { return cmp.Compare(at(a), at(b)) })
+	errs := make([]error, len(d.errs))
+	for i, e := range d.errs {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
+}
+
+// config reads the document: a mapping of node settings and rules.
+func (d *decoder) config(doc *yaml.Node) *Config {
+	c := &Config{Path: d.path}
+	root := resolve(doc)
+	switch {
+	case root == nil || root.Kind == yaml.ScalarNode && root.ShortTag() == nullTag:
+		d.fail(doc, "rules", errors.New("rules: the document is empty; at least one rule is required"))
+		return c
+	case root.Kind != yaml.MappingNode:
+		d.fail(root, "", fmt.Errorf("the config must be a mapping of fields (%s), got %s",
+			strings.Join(topFields, ", "), describe(root)))
+		return c
+	}
+	hasRules := false
+	for _, f := range d.fieldsOf(root, topLevel) {
+		switch f.name {
+		case "name":
+			d.text(f, &c.Name)
+		case "grpc_addr":
+			d.addr(f, &c.GRPCAddr)
+		case "gossip_addr":
+			d.addr(f, &c.GossipAddr)
+		case "advertise_addr":
+			d.addr(f, &c.AdvertiseAddr)
+		case "http_addr":
+			d.addr(f, &c.HTTPAddr)
+		case "join":
+			c.Join = d.join(f)
+		case "data_dir":
+			d.text(f, &c.DataDir)
+		case "raft_addr":
+			d.addr(f, &c.RaftAddr)
+		case "raft_advertise_addr":
+			d.addr(f, &c.RaftAdvertiseAddr)
+		case "strict_voters":
+			if n := d.integer(f); n != nil {
+				if err := checkVoters(*n); err != nil {
+					d.fail(f.key, f.name, err)
+				} else {
+					c.StrictVoters = int(*n)
+				}
+			}
+		case "strict_timeout":
+			d.setting(f, &c.StrictTimeout)
+		case "strict_bootstrap_wait":
+			d.setting(f, &c.StrictBootstrapWait)
+		case "borrow_timeout":
+			d.setting(f, &c.BorrowTimeout)
+		case "persist_interval":
+			d.setting(f, &c.PersistInterval)
+		case "reconnect_interval":
+			d.setting(f, &c.ReconnectInterval)
+		case "rules":
+			hasRules = true
+			c.Rules = d.rules(f)
+		}
+	}
+	if !hasRules {
+		d.fail(nil, "rules", errRulesEmpty)
+	}
+	return c
+}
+
+// rules reads the rules list, converts every rule and validates it.
+func (d *decoder) rules(f field) []Rule {
+	v := f.value
+	switch {
+	case v.Kind == yaml.ScalarNode && v.ShortTag() == nullTag,
+		v.Kind == yaml.SequenceNode && len(v.Content) == 0:
+		d.fail(f.key, "rules", errRulesEmpty)
+		return nil
+	case v.Kind == yaml.MappingNode:
+		d.fail(v, "rules", fmt.Errorf(`rules must be a list of rules, got %s; start each rule with "- "`, describe(v)))
+		return nil
+	case v.Kind != yaml.SequenceNode:
+		d.wrongType(f, "a list of rules")
+		return nil
+	}
+	out := make([]Rule, 0, len(v.Content))
+	names := nameSet{}
+	for i, item := range v.Content {
+		d.rule = i + 1
+		first := len(d.errs)
+		m := orSelf(resolve(item), item)
+		r, keys := d.ruleOf(m)
+		if len(d.errs) == first {
+			wr, field, err := convertRule(&r)
+			if err == nil {
+				field, err = "name", names.claim(i, wr.Name)
+			}
+			if err != nil {
+				at := m
+				if k, ok := keys[field]; ok {
+					at = k
+				}
+				d.fail(at, field, err)
+			}
+		}
+		for _, e := range d.errs[first:] {
+			e.RuleName = r.Name
+		}
+		out = append(out, r)
+	}
+	d.rule = 0
+	return out
+}
+
+// ruleOf reads one rule, returning it and the key of each field it has.
+func (d *decoder) ruleOf(m *yaml.Node) (Rule, map[string]*yaml.Node) {
+	var r Rule
+	if m.Kind != yaml.MappingNode {
+		d.fail(m, "", fmt.Errorf("a rule must be a mapping of fields (%s), got %s",
+			strings.Join(ruleFields, ", "), describe(m)))
+		return r, nil
+	}
+	keys := map[string]*yaml.Node{}
+	for _, f := range d.fieldsOf(m, ruleLevel) {
+		keys[f.name] = f.key
+		switch f.name {
+		case "name":
+			d.text(f, &r.Name)
+		case "count":
+			r.Count = d.integer(f)
+		case "time_window":
+			r.TimeWindow = d.number(f, "a number of seconds")
+		case "window_type":
+			d.text(f, &r.WindowType)
+		case "sync_interval":
+			r.SyncInterval = d.number(f, "a number of seconds")
+		case "allocation":
+			d.text(f, &r.Allocation)
+		case "fail_mode":
+			d.text(f, &r.FailMode)
+		}
+	}
+	return r, keys
+}
+
+// fieldsOf returns the fields of mapping m, read at level l: its own keys in
+// order, then those its merge keys (<<) bring in that it does not set
+// itself, the first merged mapping first. It reports keys that are not
+// fields at l, duplicate keys and malformed merges, and leaves them out.
+func (d *decoder) fieldsOf(m *yaml.Node, l level) []field {
+	fk := fieldsKey{m, l}
+	if fs, ok := d.fields[fk]; ok {
+		return fs
+	}
+	d.reading[m] = true
+	defer delete(d.reading, m)
+
+	var out []field
+	var merges []*yaml.Node
+	seen := map[string]*yaml.Node{} // key text → the key that has it here
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		kr := orSelf(resolve(k), k)
+		if kr.Kind != yaml.ScalarNode {
+			d.fail(k, "", fmt.Errorf("a key must be a field name, got %s", describe(kr)))
+			continue
+		}
+		name := kr.Value
+		if first, dup := seen[name]; dup {
+			d.fail(k, name, fmt.Errorf("mapping key %q already defined at line %d", name, first.Line))
+			continue
+		}
+		seen[name] = k
+		switch {
+		case kr.ShortTag() == mergeTag:
+			merges = append(merges, v)
+		case !slices.Contains(l.fields(), name):
+			d.fail(k, name, l.unknown(name))
+		default:
+			out = append(out, field{key: k, name: name, value: orSelf(resolve(v), v)})
+		}
+	}
+	for _, mv := range merges {
+		for _, src := range d.mergeSources(mv) {
+			if d.reading[src] {
+				d.fail(mv, "<<", errors.New("<< must not merge the mapping it is in"))
+				continue
+			}
+			for _, f := range d.fieldsOf(src, l) {
+				if _, set := seen[f.name]; !set {
+					seen[f.name] = f.key
+					out = append(out, f)
+				}
+			}
+		}
+	}
+	d.fields[fk] = out
+	return out
+}
+
+// mergeSources returns the mappings a merge key's value v names: one
+// mapping, or a list of them.
+func (d *decoder) mergeSources(v *yaml.Node) []*yaml.Node {
+	r := resolve(v)
+	if r != nil && r.Kind == yaml.MappingNode {
+		return []*yaml.Node{r}
+	}
+	if r == nil || r.Kind != yaml.SequenceNode {
+		d.fail(v, "<<", fmt.Errorf("<< must be a mapping or a list of mappings, got %s", describe(orSelf(r, v))))
+		return nil
+	}
+	out := make([]*yaml.Node, 0, len(r.Content))
+	for _, item := range r.Content {
+		m := resolve(item)
+		if m == nil || m.Kind != yaml.MappingNode {
+			d.fail(item, "<<", fmt.Errorf("<< must be a mapping or a list of mappings, got a list holding %s",
+				describe(orSelf(m, item))))
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// scalar returns f's value when it is a scalar other than null. For null,
+// which leaves the field out, it returns nil; for a value that is not a
+// scalar it records that the field must be want, and returns nil.
+func (d *decoder) scalar(f field, want string) *yaml.Node {
+	v := f.value
+	if v.Kind != yaml.ScalarNode {
+		d.wrongType(f, want)
+		return nil
+	}
+	if v.ShortTag() == nullTag {
+		return nil
+	}
+	return v
+}
+
+// text reads a string field into dst.
+func (d *decoder) text(f field, dst *string) {
+	v := d.scalar(f, "a string")
+	if v == nil {
+		return
+	}
+	var s string
+	if err := v.Decode(&s); err != nil {
+		d.wrongType(f, "a string")
+		return
+	}
+	*dst = s
+}
+
+// addr reads a HOST:PORT field into dst.
+func (d *decoder) addr(f field, dst *string) {
+	d.text(f, dst)
+	if *dst == "" {
+		return
+	}
+	if err := cluster.CheckHostPort(f.name, *dst); err != nil {
+		d.fail(f.key, f.name, err)
+	}
+}
+
+// setting reads a node setting in seconds into dst.
+func (d *decoder) setting(f field, dst *float64) {
+	s := d.number(f, "a number of seconds")
+	if s == nil {
+		return
+	}
+	if err := checkSetting(f.name, *s); err != nil {
+		d.fail(f.key, f.name, err)
+		return
+	}
+	*dst = *s
+}
+
+// number reads a number field; nil when left out or not a number.
+func (d *decoder) number(f field, want string) *float64 {
+	v := d.scalar(f, want)
+	if v == nil {
+		return nil
+	}
+	var x float64
+	if err := v.Decode(&x); err != nil {
+		d.wrongType(f, want)
+		return nil
+	}
+	return &x
+}
+
+// integer reads a whole-number field; nil when left out or not a whole
+// number. A float with no fraction (1e3) is whole; 1.5 is not, where a
+// YAML decoder into an integer would cut it to 1.
+func (d *decoder) integer(f field) *int64 {
+	v := d.scalar(f, "an integer")
+	if v == nil {
+		return nil
+	}
+	var n int64
+	switch v.ShortTag() {
+	case intTag:
+		if err := v.Decode(&n); err != nil {
+			// A YAML integer that is no int64 is one past its range,
+			// unless its text is no integer at all (!!int x).
+			var u uint64
+			if v.Decode(&u) == nil {
+				d.fail(v, f.name, fmt.Errorf("%s is out of range, got %s", f.name, describe(v)))
+			} else {
+				d.wrongType(f, "an integer")
+			}
+			return nil
+		}
+	case floatTag:
+		var x float64
+		if err := v.Decode(&x); err != nil || math.IsNaN(x) || x != math.Trunc(x) {
+			d.wrongType(f, "an integer")
+			return nil
+		}
+		if x >= 1<<63 || x < -(1<<63) {
+			d.fail(v, f.name, fmt.Errorf("%s is out of range, got %s", f.name, describe(v)))
+			return nil
+		}
+		n = int64(x)
+	default:
+		d.wrongType(f, "an integer")
+		return nil
+	}
+	return &n
+}
+
+// join reads the join list.
+func (d *decoder) join(f field) []string {
+	v := f.value
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == nullTag {
+		return nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		d.wrongType(f, "a list of HOST:PORT strings")
+		return nil
+	}
+	out := make([]string, 0, len(v.Content))
+	for i, item := range v.Content {
+		it := orSelf(resolve(item), item)
+		var s string
+		if it.Kind != yaml.ScalarNode || it.Decode(&s) != nil {
+			d.fail(it, "join", fmt.Errorf("join[%d] must be a HOST:PORT string, got %s", i, describe(it)))
+			continue
+		}
+		if err := checkJoin(i, s); err != nil {
+			d.fail(it, "join", err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// resolve follows document and alias nodes to the value they stand for;
+// nil when there is none.
+func resolve(n *yaml.Node) *yaml.Node {
+	// An alias can name another alias's anchor only once it is defined, so
+	// chains end; the bound is for documents built in code.
+	for range 100 {
+		switch {
+		case n == nil:
+			return nil
+		case n.Kind == yaml.DocumentNode:
+			if len(n.Content) == 0 {
+				return nil
+			}
+			n = n.Content[0]
+		case n.Kind == yaml.AliasNode:
+			n = n.Alias
+		default:
+			return n
+		}
+	}
+	return nil
+}
+
+// orSelf is r, or n when r is nil.
+func orSelf(r, n *yaml.Node) *yaml.Node {
+	if r == nil {
+		return n
+	}
+	return r
+}
+
+// describe says what a node holds for an error: its tag, and a scalar's
+// text, e.g. !!str `10s`.
+func describe(n *yaml.Node) string {
+	tag := n.ShortTag()
+	if n.Kind != yaml.ScalarNode || tag == nullTag {
+		return tag
+	}
+	v := n.Value
+	if utf8.RuneCountInString(v) > 40 {
+		v = string([]rune(v)[:37]) + "..."
+	}
+	if v != "" && strconv.CanBackquote(v) {
+		return tag + " `" + v + "`"
+	}
+	return tag + " " + strconv.Quote(v)
+}
