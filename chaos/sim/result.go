@@ -101,17 +101,21 @@ func NewRecorder(c *Config, start int64) *Recorder {
 	return r
 }
 
-// Request records one decision at moment at on node. Decisions outside the
-// run's duration are ignored.
+// Request records one decision at moment at on node of a check that
+// arrived during the run. One decided after the run's end (it waited for
+// its owner's answer) counts in the totals only; decisions before the
+// start are ignored.
 func (r *Recorder) Request(at int64, node int, allowed bool) {
-	if at < r.start || at >= r.start+int64(r.c.Duration) || node < 0 || node >= r.c.Nodes {
+	if at < r.start || node < 0 || node >= r.c.Nodes {
 		return
 	}
 	r.demand++
-	if !allowed {
+	if allowed {
+		r.admitted++
+	}
+	if !allowed || at >= r.start+int64(r.c.Duration) {
 		return
 	}
-	r.admitted++
 	if w := (at - r.start) / int64(r.c.Window); w < int64(len(r.windows)) {
 		r.windows[w]++
 	}
