@@ -179,7 +179,7 @@ func (b *borrows) drop(rk ruleKey, f *flight) {
 // decided from this node's view.
 func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {
 	rk := ruleKey{rule, key}
-	d, ask, err := n.replica.Decide(n.now(), rule, key, hits, n.borrows.waitingBesides(rk, 0))
+	d, ask, err := n.replica.Decide(n.now(), rule, key, hits, n.borrows.waitingBesides(rk, 0), nil)
 	if err != nil || ask == nil {
 		return d, err
 	}
@@ -210,7 +210,7 @@ func (n *Node) awaitOwner(ctx context.Context, rk ruleKey, hits int64, ask *coun
 		if !first {
 			// Woken by an answer that did not bring enough: decide again,
 			// asking in turn if need be.
-			d, again, err := n.replica.DecideAgain(n.now(), rule, key, hits, n.borrows.waitingBesides(rk, queued))
+			d, again, err := n.replica.DecideAgain(n.now(), rule, key, hits, n.borrows.waitingBesides(rk, queued), nil)
 			if err != nil || again == nil {
 				return d, err
 			}
@@ -224,7 +224,7 @@ func (n *Node) awaitOwner(ctx context.Context, rk ruleKey, hits int64, ask *coun
 			// The owner left the last question unanswered: decide now, and
 			// let the next sync round find out whether it is back.
 			n.metrics.BorrowTimeouts.Add(1)
-			return n.replica.Settle(now, rule, key, hits, n.outcomeFor(ask.To, asked))
+			return n.replica.Settle(now, rule, key, hits, n.outcomeFor(ask.To, asked), nil)
 		}
 		f, mine := n.borrows.start(rk, ask.Delta.Seq, now, n.cfg.BorrowTimeout)
 		if mine {
@@ -273,9 +273,9 @@ func (n *Node) awaitOwner(ctx context.Context, rk ruleKey, hits int64, ask *coun
 			if mine {
 				n.borrows.markSilent(ask.To, asked)
 			}
-			return n.replica.Settle(n.now(), rule, key, hits, n.outcomeFor(ask.To, asked))
+			return n.replica.Settle(n.now(), rule, key, hits, n.outcomeFor(ask.To, asked), nil)
 		}
-		return n.replica.Settle(n.now(), rule, key, hits, counter.Answered)
+		return n.replica.Settle(n.now(), rule, key, hits, counter.Answered, nil)
 	}
 }
 

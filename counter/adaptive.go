@@ -157,6 +157,7 @@ func (adaptive) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	claim := min(unclaimed, max(sc.margin(a.need), int64(float64(max(unclaimed, 0))*weight)))
 
 	a.budget, a.spent = max(claim, 0), 0
+	a.syncs++
 	a.synced, a.syncAt, a.syncWin, a.frozen, a.left = true, now, idx, view, headroom
 	a.ownAtSync = ownNow.Curr
 	a.share = shares.of(said)

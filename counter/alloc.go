@@ -62,6 +62,9 @@ type allocState struct {
 	// second, as a gateway pushing to a windowed store key does.
 	pushed [2]int64
 
+	// syncs counts the syncs and resets that started spent afresh, so
+	// that a refund knows whether spent still holds its hits.
+	syncs uint32
 	// What adaptive keeps from its last sync of the key.
 	synced  bool          // the key has been synced since it appeared here
 	syncAt  int64         // when
@@ -91,7 +94,9 @@ type allocState struct {
 
 // reset starts afresh for a key that has already admitted own: what it
 // admitted counts as published.
-func (a *allocState) reset(count int64, own [2]int64) { *a = allocState{budget: count, pushed: own} }
+func (a *allocState) reset(count int64, own [2]int64) {
+	*a = allocState{budget: count, pushed: own, syncs: a.syncs + 1}
+}
 
 // roll keeps the budget across a window boundary (classic caches one number
 // per key, whatever window it was computed in) and ages what was pushed.

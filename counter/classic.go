@@ -44,6 +44,7 @@ func (classic) sync(t *Table, s *slot, now, idx int64, epoch uint64) {
 	}
 	store := window.Counts{Prev: a.pushed[0] + s.x.peerAdm[0], Curr: a.pushed[1] + s.x.peerAdm[1]}
 	a.budget, a.spent = t.rule.Headroom(store, now), 0
+	a.syncs++
 }
 
 func (classic) published(s *slot) [2]int64 { return s.x.alloc.pushed }

@@ -37,6 +37,10 @@ type netSim struct {
 	sent             int // messages sent
 	// onRefuse, if set, sees every refusal.
 	onRefuse func(at int64, node int, d window.Decision)
+	// refundAfter, if set, says for each admission whether its hits are
+	// given back, and how long after; refunded counts the hits that were.
+	refundAfter func() (time.Duration, bool)
+	refunded    int64
 }
 
 // failer is what netSim needs of a test: testing.TB or rapid.T.
@@ -53,10 +57,11 @@ type nodeKey struct {
 type simEvent struct {
 	at    int64
 	seq   uint64
-	kind  uint8 // 0 tick, 1 deliver, 2 check
+	kind  uint8 // 0 tick, 1 deliver, 2 check, 3 refund
 	node  int
 	key   string
 	delta *Delta
+	tk    *Ticket
 }
 
 type simQueue struct {
@@ -153,6 +158,10 @@ func (s *netSim) run(end int64) {
 			} else if !s.decide(e.at, e.node, e.key) {
 				s.waiting[nk] = append(s.waiting[nk], e.at)
 			}
+		case 3:
+			got := s.nodes[e.node].Refund(e.tk, e.at)
+			s.admitted[e.key][e.tk.Window] -= got
+			s.refunded += got
 		}
 	}
 }
@@ -160,7 +169,8 @@ func (s *netSim) run(end int64) {
 // decide decides a check at node i, or asks the key's owner and reports
 // false.
 func (s *netSim) decide(at int64, i int, key string) bool {
-	d, ask, err := s.nodes[i].Decide(at, s.rule.Name, key, 1, 0)
+	var tk Ticket
+	d, ask, err := s.nodes[i].Decide(at, s.rule.Name, key, 1, 0, &tk)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -169,7 +179,7 @@ func (s *netSim) decide(at int64, i int, key string) bool {
 		s.send(at, *ask)
 		return false
 	}
-	s.record(at, i, key, d)
+	s.record(at, i, key, d, tk)
 	return true
 }
 
@@ -185,11 +195,12 @@ func (s *netSim) settle(at int64, i int, d *Delta) {
 				continue
 			}
 			s.asked[nk] = 0
-			dec, err := s.nodes[i].Settle(at, s.rule.Name, e.Key, 1, Answered)
+			var tk Ticket
+			dec, err := s.nodes[i].Settle(at, s.rule.Name, e.Key, 1, Answered, &tk)
 			if err != nil {
 				s.t.Fatal(err)
 			}
-			s.record(at, i, e.Key, dec)
+			s.record(at, i, e.Key, dec, tk)
 			s.waiting[nk] = s.waiting[nk][1:]
 			for len(s.waiting[nk]) > 0 && s.decide(at, i, e.Key) {
 				s.waiting[nk] = s.waiting[nk][1:]
@@ -207,17 +218,18 @@ func (s *netSim) timeout(at int64, i int) {
 		}
 		s.asked[nk] = 0
 		for range w {
-			dec, err := s.nodes[i].Settle(at, s.rule.Name, nk.key, 1, Lost)
+			var tk Ticket
+			dec, err := s.nodes[i].Settle(at, s.rule.Name, nk.key, 1, Lost, &tk)
 			if err != nil {
 				s.t.Fatal(err)
 			}
-			s.record(at, i, nk.key, dec)
+			s.record(at, i, nk.key, dec, tk)
 		}
 		s.waiting[nk] = nil
 	}
 }
 
-func (s *netSim) record(at int64, i int, key string, d window.Decision) {
+func (s *netSim) record(at int64, i int, key string, d window.Decision, tk Ticket) {
 	s.decided++
 	if !d.Allowed {
 		if s.onRefuse != nil {
@@ -243,5 +255,14 @@ func (s *netSim) record(at int64, i int, key string, d window.Decision) {
 	if exact := s.rule.DecideAt(c, elapsed, 1); !exact.Allowed && s.over == "" {
 		s.over = fmt.Sprintf("node %d admitted %q at %v into window %d (prev %d, curr %d before it): one exact limiter refuses",
 			i, key, time.Duration(elapsed), idx, c.Prev, c.Curr)
+	}
+	if s.refundAfter == nil {
+		return
+	}
+	if tk.Window != idx || tk.Hits != 1 {
+		s.t.Fatalf("node %d admitted %q in window %d and counted %d hits in window %d", i, key, idx, tk.Hits, tk.Window)
+	}
+	if after, ok := s.refundAfter(); ok {
+		s.q.push(simEvent{at: at + int64(after), kind: 3, node: i, key: key, tk: &tk})
 	}
 }

@@ -69,7 +69,7 @@ func (f *ownedFleet) deliver(now int64, out []Outbound) bool {
 // owner where Decide says to, and settling on the answer or its absence.
 func (f *ownedFleet) allow(i int, now int64, key string, hits int64) window.Decision {
 	rp := f.nodes[i]
-	d, ask, err := rp.Decide(now, "api", key, hits, 0)
+	d, ask, err := rp.Decide(now, "api", key, hits, 0, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func (f *ownedFleet) allow(i int, now int64, key string, hits int64) window.Deci
 	if !f.deliver(now, []Outbound{*ask}) {
 		outcome = Lost
 	}
-	if d, err = rp.Settle(now, "api", key, hits, outcome); err != nil {
+	if d, err = rp.Settle(now, "api", key, hits, outcome, nil); err != nil {
 		f.t.Fatal(err)
 	}
 	return d
@@ -259,6 +259,41 @@ func TestOwnedNeverOvershoots(t *testing.T) {
 		s.run(t0 + span)
 		if s.over != "" {
 			rt.Fatal(s.over)
+		}
+	})
+}
+
+// TestOwnedRefundsNeverOvershoot is TestOwnedNeverOvershoots with hits
+// given back: a share of the admissions is refunded, at once or up to two
+// windows later, on the node that admitted it, and the fleet still never
+// admits a check that one exact limiter, counting what the fleet admitted
+// less what it gave back, would refuse.
+func TestOwnedRefundsNeverOvershoot(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(2, 8).Draw(rt, "nodes")
+		w := rapid.SampledFrom([]time.Duration{time.Second, 10 * time.Second}).Draw(rt, "window")
+		r := window.Rule{Name: "api", Count: rapid.Int64Range(1, 300).Draw(rt, "count"), Window: w,
+			Type:         rapid.SampledFrom([]window.Type{window.Fixed, window.Sliding}).Draw(rt, "type"),
+			SyncInterval: time.Duration(rapid.IntRange(1, 10).Draw(rt, "sync50ms")) * 50 * time.Millisecond}
+		latency := time.Duration(rapid.Int64Range(0, int64(r.SyncInterval)).Draw(rt, "latency"))
+		load := rapid.Float64Range(1, 6).Draw(rt, "load")
+		share := rapid.Float64Range(0.1, 0.9).Draw(rt, "refunded")
+		keys := rapid.IntRange(1, 3).Draw(rt, "keys")
+		seed := rapid.Uint64().Draw(rt, "seed")
+		s := newNetSim(rt, n, r, latency, t0, seed)
+		rng := rand.New(rand.NewPCG(seed, 13))
+		s.refundAfter = func() (time.Duration, bool) {
+			return time.Duration(rng.Int64N(2 * int64(w))), rng.Float64() < share
+		}
+		checks := int(load * float64(r.Count) * 3)
+		span := 3 * int64(w)
+		for range min(checks, 3_000) {
+			node := min(int(rng.ExpFloat64()*float64(n)/3), n-1)
+			s.check(t0+rng.Int64N(span), node, fmt.Sprintf("k%d", rng.IntN(keys)))
+		}
+		s.run(t0 + span)
+		if s.over != "" {
+			rt.Fatalf("%s (%d hits given back)", s.over, s.refunded)
 		}
 	})
 }

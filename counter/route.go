@@ -109,18 +109,20 @@ func (r *Replica) groupDelta(rs []routed, group []int32) *Delta {
 // owner's answer is merged with Receive, Settle decides the check; if no
 // answer comes, Settle says how to decide it. For other rules Decide is
 // Allow. Each call counts the hits as demand for the key: a check that
-// waited on another check's question decides with DecideAgain.
-func (r *Replica) Decide(now int64, rule, key string, hits, waiting int64) (d window.Decision, ask *Outbound, err error) {
-	return r.decide(now, rule, key, hits, waiting, askOwner)
+// waited on another check's question decides with DecideAgain. A non-nil
+// tk is set to where a decided check's admitted hits were counted, for
+// Refund; a caller that will not refund passes nil.
+func (r *Replica) Decide(now int64, rule, key string, hits, waiting int64, tk *Ticket) (d window.Decision, ask *Outbound, err error) {
+	return r.decide(now, rule, key, hits, waiting, askOwner, tk)
 }
 
 // DecideAgain is Decide for a check already counted as demand: one that
 // waited for the answer to another check's question on the same key.
-func (r *Replica) DecideAgain(now int64, rule, key string, hits, waiting int64) (d window.Decision, ask *Outbound, err error) {
-	return r.decide(now, rule, key, hits, waiting, askAgain)
+func (r *Replica) DecideAgain(now int64, rule, key string, hits, waiting int64, tk *Ticket) (d window.Decision, ask *Outbound, err error) {
+	return r.decide(now, rule, key, hits, waiting, askAgain, tk)
 }
 
-func (r *Replica) decide(now int64, rule, key string, hits, waiting int64, how asking) (d window.Decision, ask *Outbound, err error) {
+func (r *Replica) decide(now int64, rule, key string, hits, waiting int64, how asking, tk *Ticket) (d window.Decision, ask *Outbound, err error) {
 	t := (*r.tables.Load())[rule]
 	if t == nil {
 		return d, nil, fmt.Errorf("%w %q", ErrUnknownRule, rule)
@@ -128,7 +130,7 @@ func (r *Replica) decide(now int64, rule, key string, hits, waiting int64, how a
 	if err := t.check(key, hits); err != nil {
 		return d, nil, err
 	}
-	d, asked := t.try(key, now, hits, how)
+	d, asked := t.try(key, now, hits, how, tk)
 	d.At = now
 	if !asked {
 		return d, nil, nil
@@ -136,7 +138,7 @@ func (r *Replica) decide(now int64, rule, key string, hits, waiting int64, how a
 	q, ok := t.question(key, now, hits, waiting)
 	if !ok {
 		// The owner left between the decision and the question.
-		d, _ = t.try(key, now, hits, askLost)
+		d, _ = t.try(key, now, hits, askLost, tk)
 		d.At = now
 		return d, nil, nil
 	}
@@ -164,8 +166,9 @@ const (
 	Lost
 )
 
-// Settle decides a check Decide left undecided, as outcome says.
-func (r *Replica) Settle(now int64, rule, key string, hits int64, outcome Outcome) (window.Decision, error) {
+// Settle decides a check Decide left undecided, as outcome says, setting a
+// non-nil tk to where it counted the hits it admitted.
+func (r *Replica) Settle(now int64, rule, key string, hits int64, outcome Outcome, tk *Ticket) (window.Decision, error) {
 	t := (*r.tables.Load())[rule]
 	if t == nil {
 		return window.Decision{}, fmt.Errorf("%w %q", ErrUnknownRule, rule)
@@ -177,7 +180,7 @@ func (r *Replica) Settle(now int64, rule, key string, hits int64, outcome Outcom
 	case Late:
 		how = askLate
 	}
-	d, _ := t.try(key, now, hits, how)
+	d, _ := t.try(key, now, hits, how, tk)
 	d.At = now
 	return d, nil
 }

@@ -161,7 +161,7 @@ func (sh *shard) lookup(key string, h uint64, idx int64, create bool) *slot {
 // Allow decides whether hits for key fit at moment now and records them if
 // they do. hits must be in [0, Count]; the Replica checks that.
 func (t *Table) Allow(key string, now, hits int64) window.Decision {
-	d, _ := t.try(key, now, hits, askNever)
+	d, _ := t.try(key, now, hits, askNever, nil)
 	return d
 }
 
@@ -188,9 +188,9 @@ const (
 )
 
 // try decides whether hits for key fit at moment now, as how says, and
-// records them if they do; ask reports a check left undecided for the
-// owner.
-func (t *Table) try(key string, now, hits int64, how asking) (d window.Decision, ask bool) {
+// records them if they do, setting a non-nil tk to where; ask reports a
+// check left undecided for the owner.
+func (t *Table) try(key string, now, hits int64, how asking, tk *Ticket) (d window.Decision, ask bool) {
 	idx, elapsed := window.Position(now, t.rule.Window)
 	live := t.live.Load()
 	sh, h := t.shardOf(key)
@@ -209,8 +209,11 @@ func (t *Table) try(key string, now, hits int64, how asking) (d window.Decision,
 	}
 	if owned && s.pos(idx) == 1 {
 		d, ask = t.decideByOwner(s, elapsed, hits, how)
+		if tk != nil && d.Allowed && hits > 0 && !ask {
+			*tk = t.ticket(s, idx, hits, nil)
+		}
 	} else {
-		d = t.decide(s, now, idx, elapsed, hits, live)
+		d = t.decide(s, now, idx, elapsed, hits, live, tk)
 	}
 	sh.mu.Unlock()
 	return d, ask
@@ -263,8 +266,9 @@ func (t *Table) syncEvery() time.Duration {
 	return t.rule.SyncInterval
 }
 
-// decide runs with the shard locked and the slot rolled to idx or beyond.
-func (t *Table) decide(s *slot, now, idx int64, elapsed time.Duration, hits int64, live int32) window.Decision {
+// decide runs with the shard locked and the slot rolled to idx or beyond;
+// a non-nil tk is set to where admitted hits were counted.
+func (t *Table) decide(s *slot, now, idx int64, elapsed time.Duration, hits int64, live int32, tk *Ticket) window.Decision {
 	own, view := s.counts(idx)
 	p := s.pos(idx)
 	if s.owned() != nil && p == 1 {
@@ -273,8 +277,10 @@ func (t *Table) decide(s *slot, now, idx int64, elapsed time.Duration, hits int6
 		view = s.o.floor(s, view)
 	}
 	var d window.Decision
+	var spent *allocState // the allocation that counts what it admits since its sync
 	if live > 1 && s.x != nil && p >= 0 && !t.rule.IsStrict() {
 		d = t.policy.decide(t, s, own, view, moment{now: now, idx: idx, elapsed: elapsed}, hits)
+		spent = &s.x.alloc
 	} else {
 		// Alone, the view is exact: own counts plus whatever departed peers
 		// admitted in these windows.
@@ -292,6 +298,9 @@ func (t *Table) decide(s *slot, now, idx int64, elapsed time.Duration, hits int6
 		if d.Allowed {
 			s.own[p] += hits
 			s.ver[p] = stampOf(t.epoch.Load())
+			if tk != nil {
+				*tk = t.ticket(s, idx, hits, spent)
+			}
 		}
 	}
 	return d

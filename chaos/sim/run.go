@@ -75,7 +75,7 @@ func Run(c Config) (*Result, error) {
 		borrows[i] = newBorrowing(c.borrowTimeout())
 	}
 	settle := func(i int, at int64, outcome counter.Outcome) error {
-		d, err := nodes[i].Settle(at, rule.Name, simKey, 1, outcome)
+		d, err := nodes[i].Settle(at, rule.Name, simKey, 1, outcome, nil)
 		if err != nil {
 			return err
 		}
@@ -91,7 +91,7 @@ func Run(c Config) (*Result, error) {
 		if again {
 			decide = nodes[i].DecideAgain
 		}
-		d, ask, err := decide(at, rule.Name, simKey, 1, int64(len(borrows[i].waiting)+others))
+		d, ask, err := decide(at, rule.Name, simKey, 1, int64(len(borrows[i].waiting)+others), nil)
 		if err != nil {
 			return false, false, err
 		}
