@@ -85,7 +85,7 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		before := heapInUse()
 		b.StartTimer()
 		n, err := Start(context.Background(), Config{Name: "mem", Rules: []window.Rule{benchRule},
-			Now: func() int64 { return 1_800_000_000_000_000_000 }})
+			Now: func() time.Time { return time.Unix(0, 1_800_000_000_000_000_000) }})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -176,19 +176,21 @@ func (b *borrows) drop(rk ruleKey, f *flight) {
 // allowBatched decides a check of a batched rule. Where the key's owner
 // must be asked, the check waits for its answer, up to BorrowTimeout in all
 // and the caller's context; a check whose answer does not come in time is
-// decided from this node's view.
-func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64) (window.Decision, error) {
+// decided from this node's view. A non-nil tk is set to where admitted
+// hits were counted.
+func (n *Node) allowBatched(ctx context.Context, rule, key string, hits int64, tk *counter.Ticket) (window.Decision, error) {
 	rk := ruleKey{rule, key}
-	d, ask, err := n.replica.Decide(n.now(), rule, key, hits, n.borrows.waitingBesides(rk, 0), nil)
+	d, ask, err := n.replica.Decide(n.now(), rule, key, hits, n.borrows.waitingBesides(rk, 0), tk)
 	if err != nil || ask == nil {
 		return d, err
 	}
-	return n.awaitOwner(ctx, rk, hits, ask)
+	return n.awaitOwner(ctx, rk, hits, ask, tk)
 }
 
 // awaitOwner decides a check that must ask the key's owner, ask being the
-// question Decide built for it.
-func (n *Node) awaitOwner(ctx context.Context, rk ruleKey, hits int64, ask *counter.Outbound) (window.Decision, error) {
+// question Decide built for it; a non-nil tk is set to where admitted hits
+// were counted.
+func (n *Node) awaitOwner(ctx context.Context, rk ruleKey, hits int64, ask *counter.Outbound, tk *counter.Ticket) (window.Decision, error) {
 	rule, key := rk.rule, rk.key
 	// One timer for the whole wait: a check that finds each answer spent
 	// by others and waits on the next question would otherwise wait
@@ -210,7 +212,7 @@ func (n *Node) awaitOwner(ctx context.Context, rk ruleKey, hits int64, ask *coun
 		if !first {
 			// Woken by an answer that did not bring enough: decide again,
 			// asking in turn if need be.
-			d, again, err := n.replica.DecideAgain(n.now(), rule, key, hits, n.borrows.waitingBesides(rk, queued), nil)
+			d, again, err := n.replica.DecideAgain(n.now(), rule, key, hits, n.borrows.waitingBesides(rk, queued), tk)
 			if err != nil || again == nil {
 				return d, err
 			}
@@ -224,7 +226,7 @@ func (n *Node) awaitOwner(ctx context.Context, rk ruleKey, hits int64, ask *coun
 			// The owner left the last question unanswered: decide now, and
 			// let the next sync round find out whether it is back.
 			n.metrics.BorrowTimeouts.Add(1)
-			return n.replica.Settle(now, rule, key, hits, n.outcomeFor(ask.To, asked), nil)
+			return n.replica.Settle(now, rule, key, hits, n.outcomeFor(ask.To, asked), tk)
 		}
 		f, mine := n.borrows.start(rk, ask.Delta.Seq, now, n.cfg.BorrowTimeout)
 		if mine {
@@ -273,9 +275,9 @@ func (n *Node) awaitOwner(ctx context.Context, rk ruleKey, hits int64, ask *coun
 			if mine {
 				n.borrows.markSilent(ask.To, asked)
 			}
-			return n.replica.Settle(n.now(), rule, key, hits, n.outcomeFor(ask.To, asked), nil)
+			return n.replica.Settle(n.now(), rule, key, hits, n.outcomeFor(ask.To, asked), tk)
 		}
-		return n.replica.Settle(n.now(), rule, key, hits, counter.Answered, nil)
+		return n.replica.Settle(n.now(), rule, key, hits, counter.Answered, tk)
 	}
 }
 

@@ -96,7 +96,7 @@ func TestSkewedNodeDecidesOnTheFleetsClock(t *testing.T) {
 		}
 		nd, err := Start(context.Background(), Config{Name: fmt.Sprintf("node-%d", i), Rules: []window.Rule{rule},
 			GRPCAddr: "127.0.0.1:0", BindAddr: "127.0.0.1:0", Join: join, JoinTimeout: 5 * time.Second,
-			ShutdownTimeout: time.Second, Logger: testLogger(t), Now: now})
+			ShutdownTimeout: time.Second, Logger: testLogger(t), Now: clockOf(now)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -53,7 +53,7 @@ func startMemberClock(t testing.TB, name string, rules []window.Rule, seeds []*N
 	}
 	nd, err := Start(context.Background(), Config{
 		Name: name, Rules: rules, GRPCAddr: "127.0.0.1:0", BindAddr: gossipAddr, Join: join,
-		JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second, Logger: testLogger(t), Now: now,
+		JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second, Logger: testLogger(t), Now: clockOf(now),
 		StrictBootstrapWait: freshBootstrapWait,
 	})
 	if err != nil {
@@ -91,7 +91,7 @@ func drive(ctx context.Context, nd *Node, rule window.Rule, key string, rate flo
 	for sent := 0; ctx.Err() == nil && (n <= 0 || sent < n); sent++ {
 		d, err := nd.Allow(ctx, rule.Name, key, 1)
 		if err == nil && d.Allowed {
-			a.add(window.Index(d.At, rule.Window))
+			a.add(window.Index(d.At().UnixNano(), rule.Window))
 		}
 		next = next.Add(step)
 		if wait := time.Until(next); wait > 0 {

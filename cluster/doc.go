@@ -14,7 +14,7 @@
 //	defer node.Close()
 //	d, err := node.Allow(ctx, "api", userID, 1)
 //	if err == nil && !d.Allowed {
-//		// refuse; d.RetryAfter says when the same hits would fit
+//		// refuse; d.RetryAfter (at d.RetryAt()) says when the same hits fit
 //	}
 //
 // A rule (window.Rule) is Count hits per key per Window, in a sliding window

@@ -11,7 +11,6 @@ import (
 
 	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
-	"github.com/sluicehq/sluice/window"
 )
 
 // MaxBatchChecks is the most checks one CheckBatch request may carry.
@@ -102,7 +101,7 @@ func statusFor(err error, prefix string) error {
 }
 
 // decisionToProto converts a decision to its wire form.
-func decisionToProto(d window.Decision) *sluicev1.CheckResponse {
+func decisionToProto(d Decision) *sluicev1.CheckResponse {
 	return &sluicev1.CheckResponse{
 		Allowed:    d.Allowed,
 		Limit:      d.Limit,

@@ -42,7 +42,7 @@ func startLimiterService(t *testing.T, rules ...window.Rule) (sluicev1.LimiterCl
 	t.Helper()
 	clock := &svcClock{}
 	clock.ns.Store(svcEpoch)
-	node, err := Start(context.Background(), Config{Name: "svc-test", Rules: rules, Now: clock.Now})
+	node, err := Start(context.Background(), Config{Name: "svc-test", Rules: rules, Now: clockOf(clock.Now)})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

@@ -18,7 +18,7 @@ func TestCrashKeepsSavedCounts(t *testing.T) {
 	dir := t.TempDir()
 	start := func() *Node {
 		nd, err := Start(context.Background(), Config{Name: "solo", Rules: []window.Rule{rule}, DataDir: dir,
-			Now: clock, Logger: testLogger(t), PersistInterval: 20 * time.Millisecond})
+			Now: clockOf(clock), Logger: testLogger(t), PersistInterval: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatalf("start: %v", err)
 		}

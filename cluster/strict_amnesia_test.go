@@ -98,7 +98,7 @@ func restartOn(t *testing.T, sn *stallNet, name, bind string, seeds []string, ru
 	tune func(*memberlist.Config)) (*Node, error) {
 	cfg := Config{
 		Name: name, Rules: rules, GRPCAddr: "127.0.0.1:0", BindAddr: bind, Join: seeds,
-		JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second, Logger: testLogger(t), Now: clock,
+		JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second, Logger: testLogger(t), Now: clockOf(clock),
 		Network: sn.node(name), StrictTimeout: patience, gossipTuning: tune,
 	}
 	nd, err := Start(context.Background(), cfg)

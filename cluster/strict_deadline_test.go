@@ -63,7 +63,7 @@ func TestStrictFailModeWithinCallerDeadline(t *testing.T) {
 	type answer struct {
 		via        string
 		rule       string
-		d          window.Decision // Path 255: a gRPC answer of no known path
+		d          Decision // Path 255: a gRPC answer of no known path
 		err        error
 		deadlineAt int64 // the caller's deadline, on the nodes' clock
 		late       bool  // returned after the caller's deadline
@@ -94,7 +94,7 @@ func TestStrictFailModeWithinCallerDeadline(t *testing.T) {
 					ctx, cancel := context.WithTimeout(context.Background(), deadline)
 					defer cancel()
 					resp, err := client.Check(ctx, &sluicev1.CheckRequest{Rule: r.Name, Key: "k", Hits: 1})
-					a := answer{via: "gRPC Check", rule: r.Name, err: err, d: window.Decision{Path: window.Path(255)}}
+					a := answer{via: "gRPC Check", rule: r.Name, err: err, d: Decision{Path: window.Path(255)}}
 					for _, p := range []window.Path{window.PathStrict, window.PathFailLocal, window.PathFailClosed} {
 						if err == nil && resp.GetPath() == p.String() {
 							a.d.Path = p
@@ -125,9 +125,9 @@ func TestStrictFailModeWithinCallerDeadline(t *testing.T) {
 			if a.late {
 				late++
 			}
-			if a.via == "Allow" && a.d.At >= a.deadlineAt {
+			if at := a.d.At().UnixNano(); a.via == "Allow" && at >= a.deadlineAt {
 				t.Errorf("%s %s: decided by the fail mode at %d, %v after the caller's deadline", a.via, a.rule,
-					a.d.At, time.Duration(a.d.At-a.deadlineAt))
+					at, time.Duration(at-a.deadlineAt))
 			}
 		case a.d.Path != window.PathStrict:
 			t.Errorf("%s %s: path %v, want %v or strict", a.via, a.rule, a.d.Path, want)

@@ -278,7 +278,7 @@ func startLoneSurvivor(t testing.TB, rules []window.Rule, settled bool) (survivo
 	// With quorum, every rule decides through the log, whatever its mode. A
 	// check a slow machine let fail over is asked again.
 	for _, r := range rules {
-		var d window.Decision
+		var d Decision
 		var err error
 		waitFor(t, patience, r.Name+" decides through the log", func() bool {
 			d, err = nodes[0].Allow(context.Background(), r.Name, "warm", 1)
@@ -338,7 +338,7 @@ func checkFailModes(t *testing.T, survivor *Node, rules []window.Rule) {
 	const checks = 25 // per rule, past the local count of 10
 	type result struct {
 		rule string
-		d    window.Decision
+		d    Decision
 		err  error
 		took time.Duration
 	}

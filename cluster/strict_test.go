@@ -15,7 +15,7 @@ func TestStrictSingleNodeIsExact(t *testing.T) {
 	// Until it has elected itself a check waits; on a slow machine, longer
 	// than the default strict timeout.
 	// On a clock that starts an hour's window: the test never sees one roll.
-	cfg := Config{Name: "solo", Rules: []window.Rule{rule}, Logger: testLogger(t), Now: sharedClock(time.Hour)}
+	cfg := Config{Name: "solo", Rules: []window.Rule{rule}, Logger: testLogger(t), Now: clockOf(sharedClock(time.Hour))}
 	patientStrict(&cfg)
 	n, err := Start(context.Background(), cfg)
 	if err != nil {

@@ -52,7 +52,7 @@ type Options struct {
 // later: a backlog of checks still queued when the run ends (a strict check
 // waits for the Raft log, and a loaded machine delays every check). A
 // decision counts in the window of the moment it was made, on the clock
-// that made it (window.Decision.At), as the node counted it; one made after
+// that made it (cluster.Decision.At), as the node counted it; one made after
 // the run's end belongs to a window the run does not report, and one
 // stamped before the run's start (a deciding clock behind the bench's) to
 // one before it. Windows and Seconds hold neither kind; DecidedAfterEnd and
@@ -432,9 +432,9 @@ func (r *accuracyRun) work(ctx context.Context, stop context.CancelFunc, node in
 		// be decided after it, by the leader, against the next window's
 		// budget; one decided after the run's end is in none of its
 		// windows.
-		at := d.At
-		if at == 0 {
-			at = asked // the deciding clock did not say: when it was asked
+		at := asked // unless the deciding clock says: when it was asked
+		if t := d.At(); !t.IsZero() {
+			at = t.UnixNano()
 		}
 		w.log = append(w.log, decided{arrived: it.at, at: at, allowed: d.Allowed, path: d.Path})
 		if d.Allowed && at >= r.start && at < r.end {

@@ -58,6 +58,9 @@ func newClock() *clock {
 // Now returns the current time in Unix nanoseconds.
 func (c *clock) Now() int64 { return c.baseNanos + int64(time.Since(c.base)) + c.offset.Load() }
 
+// Time is Now as cluster.Config.Now takes it.
+func (c *clock) Time() time.Time { return time.Unix(0, c.Now()) }
+
 // StartCluster starts n nodes named n0…n(n−1) with rules on loopback (gRPC
 // and gossip ports picked free), every node after the first joining the
 // first, and returns once every node sees every other as a member and a
@@ -86,7 +89,7 @@ func startCluster(ctx context.Context, n int, rules []window.Rule, logger *slog.
 			Name: fmt.Sprintf("n%d", i), Rules: rules,
 			GRPCAddr: "127.0.0.1:0", BindAddr: "127.0.0.1:0", Join: join,
 			JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second,
-			Logger: logger, Now: c.clock.Now, StrictBootstrapWait: freshBootstrapWait,
+			Logger: logger, Now: c.clock.Time, StrictBootstrapWait: freshBootstrapWait,
 		}
 		if tweak != nil {
 			tweak(&cfg)

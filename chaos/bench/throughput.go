@@ -205,7 +205,7 @@ type ThroughputResult struct {
 }
 
 // checkFunc decides one check on one node.
-type checkFunc func(ctx context.Context, key string) (window.Decision, error)
+type checkFunc func(ctx context.Context, key string) (cluster.Decision, error)
 
 // Throughput starts an in-process cluster, drives it with Concurrency
 // workers each issuing one check at a time for Warmup plus Duration, and
@@ -267,7 +267,7 @@ func startThroughputCluster(ctx context.Context, c *ThroughputConfig, dataDir st
 		cfg := cluster.Config{
 			Name: "n" + strconv.Itoa(i), Rules: rules,
 			JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second,
-			Logger: logger, Now: cl.clock.Now, StrictTimeout: c.StrictTimeout,
+			Logger: logger, Now: cl.clock.Time, StrictTimeout: c.StrictTimeout,
 			StrictBootstrapWait: freshBootstrapWait,
 		}
 		if c.Nodes > 1 || c.Transport == TransportGRPC {
@@ -503,7 +503,7 @@ func checkFuncs(cl *Cluster, transport string) ([]checkFunc, func(), error) {
 	out := make([]checkFunc, len(cl.Nodes))
 	if transport == TransportEmbedded {
 		for i, nd := range cl.Nodes {
-			out[i] = func(ctx context.Context, key string) (window.Decision, error) {
+			out[i] = func(ctx context.Context, key string) (cluster.Decision, error) {
 				return nd.Allow(ctx, throughputRule, key, 1)
 			}
 		}
@@ -523,12 +523,12 @@ func checkFuncs(cl *Cluster, transport string) ([]checkFunc, func(), error) {
 		}
 		conns = append(conns, cc)
 		client := sluicev1.NewLimiterClient(cc)
-		out[i] = func(ctx context.Context, key string) (window.Decision, error) {
+		out[i] = func(ctx context.Context, key string) (cluster.Decision, error) {
 			resp, err := client.Check(ctx, &sluicev1.CheckRequest{Rule: throughputRule, Key: key, Hits: 1})
 			if err != nil {
-				return window.Decision{}, err
+				return cluster.Decision{}, err
 			}
-			return window.Decision{Allowed: resp.GetAllowed(), Limit: resp.GetLimit(), Remaining: resp.GetRemaining(),
+			return cluster.Decision{Allowed: resp.GetAllowed(), Limit: resp.GetLimit(), Remaining: resp.GetRemaining(),
 				ResetAfter: resp.GetResetAfter().AsDuration(), RetryAfter: resp.GetRetryAfter().AsDuration(),
 				Path: pathUnknown}, nil
 		}

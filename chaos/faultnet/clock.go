@@ -51,9 +51,9 @@ func (sb *Switchboard) Now() int64 {
 // Clock returns the named node's clock for cluster.Config.Now: the
 // switchboard's time plus the node's skew, read at every call, so a skew set
 // later takes effect at once.
-func (sb *Switchboard) Clock(node string) func() int64 {
+func (sb *Switchboard) Clock(node string) func() time.Time {
 	skew := sb.clocks.skew(node)
-	return func() int64 { return sb.Now() + skew.Load() }
+	return func() time.Time { return time.Unix(0, sb.Now()+skew.Load()) }
 }
 
 // SkewClock sets the named node's clock to run d ahead of the switchboard's

@@ -411,7 +411,7 @@ func TestClockSkew(t *testing.T) {
 	a, b := sb.Clock("a"), sb.Clock("b")
 	sb.SkewClock("b", 100*time.Millisecond)
 	before := sb.Now()
-	ta, tb := a(), b()
+	ta, tb := a().UnixNano(), b().UnixNano()
 	after := sb.Now()
 	if ta < before || ta > after {
 		t.Errorf("an unskewed clock read %d outside [%d, %d]", ta, before, after)
@@ -420,7 +420,7 @@ func TestClockSkew(t *testing.T) {
 		t.Errorf("a clock 100 ms ahead read %d, outside [%d, %d] + 100 ms", tb, before, after)
 	}
 	sb.SkewClock("b", -100*time.Millisecond)
-	if got := b(); got > sb.Now()-int64(100*time.Millisecond) {
+	if got := b().UnixNano(); got > sb.Now()-int64(100*time.Millisecond) {
 		t.Errorf("a clock 100 ms behind reads %d, now is %d", got, sb.Now())
 	}
 	w := time.Second

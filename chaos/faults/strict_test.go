@@ -92,7 +92,7 @@ func peek(f *Fleet, rule, key string) []Record {
 		nd := f.Node(name)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		r := Record{Node: name, Boot: nd.Incarnation().Boot, Worker: -1, Rule: rule, Key: key, Call: f.Net.Now()}
-		r.D, r.Err = nd.Allow(ctx, rule, key, 0)
+		r.D, r.Err = allow(ctx, nd, rule, key, 0)
 		r.Ret = f.Net.Now()
 		cancel()
 		out = append(out, r)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -23,12 +24,30 @@ type Record struct {
 	// Call and Ret are the switchboard's true time just before the check
 	// and just after its answer; Deadline is the check's deadline.
 	Call, Ret, Deadline int64
-	// D is the answer; D.At is when the node decided it, on its own clock
-	// (for a strict decision, the leader's).
+	// D is the answer in the counters' terms; D.At is when the node
+	// decided it, in Unix nanoseconds on its own clock (for a strict
+	// decision, the leader's).
 	D   window.Decision
 	Err error
 	// Late says the answer came after the check's deadline had passed.
 	Late bool
+}
+
+// decisionOf is a node's decision in the counters' terms, which the
+// records and the models count in.
+func decisionOf(d cluster.Decision) window.Decision {
+	out := window.Decision{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, ResetAfter: d.ResetAfter,
+		RetryAfter: d.RetryAfter, Path: d.Path}
+	if at := d.At(); !at.IsZero() {
+		out.At = at.UnixNano()
+	}
+	return out
+}
+
+// allow is nd.Allow with its decision as a record holds it.
+func allow(ctx context.Context, nd *cluster.Node, rule, key string, hits int64) (window.Decision, error) {
+	d, err := nd.Allow(ctx, rule, key, hits)
+	return decisionOf(d), err
 }
 
 // Admitted reports whether the check was answered and admitted.
@@ -118,7 +137,7 @@ func (l *Load) work(ctx context.Context, tr Traffic, name string, worker int, ev
 		rec := Record{Node: name, Boot: nd.Incarnation().Boot, Worker: worker, Rule: rule, Key: key, Hits: 1}
 		rec.Call = l.f.Net.Now()
 		rec.Deadline = rec.Call + int64(tr.Timeout)
-		rec.D, rec.Err = nd.Allow(cctx, rule, key, 1)
+		rec.D, rec.Err = allow(cctx, nd, rule, key, 1)
 		rec.Ret = l.f.Net.Now()
 		rec.Late = cctx.Err() != nil
 		cancel()

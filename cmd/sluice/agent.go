@@ -71,9 +71,9 @@ type agentOptions struct {
 	shutdownTimeout time.Duration
 	// logger receives the agent's and the node's logs.
 	logger *slog.Logger
-	// now is the node's clock (Unix nanoseconds); nil is the wall clock.
+	// now is the node's clock; nil is the wall clock.
 	// Tests set it.
-	now func() int64
+	now func() time.Time
 }
 
 // runAgent runs `sluice agent`.

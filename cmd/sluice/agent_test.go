@@ -70,14 +70,14 @@ func writeFile(t *testing.T, name, data string) string {
 func startTestAgent(t *testing.T, config string, now int64) string {
 	t.Helper()
 	path := writeFile(t, "sluice.yaml", config)
-	a := startTestAgentArgs(t, func() int64 { return now }, "--config", path, "--grpc-addr", "127.0.0.1:0")
+	a := startTestAgentArgs(t, func() time.Time { return time.Unix(0, now) }, "--config", path, "--grpc-addr", "127.0.0.1:0")
 	return a.GRPCAddr()
 }
 
 // startTestAgentArgs starts an agent in this process from a command line,
 // as `sluice agent` would, with the node's clock at now (nil: the wall
 // clock). It stops when the test ends.
-func startTestAgentArgs(t *testing.T, now func() int64, args ...string) *agent {
+func startTestAgentArgs(t *testing.T, now func() time.Time, args ...string) *agent {
 	t.Helper()
 	var stdout, stderr lockedBuffer
 	opts, err := parseAgentFlags(args, &stdout, &stderr)
