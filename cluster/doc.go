@@ -4,18 +4,25 @@
 //
 // # Where to start
 //
-// A program that limits its own requests starts one node with its rules and
-// asks it before each request:
+// A program that limits its own requests starts one node with its rules,
+// takes a handle on each rule it checks, and asks it before each request:
 //
 //	node, err := cluster.Start(ctx, cluster.Config{
 //		Rules: []window.Rule{{Name: "api", Count: 100, Window: time.Second}},
 //	})
 //	...
 //	defer node.Close()
-//	d, err := node.Allow(ctx, "api", userID, 1)
+//	api, err := node.Limiter("api") // ErrUnknownRule for a misspelt name
+//	...
+//	d, err := api.Allow(ctx, userID)
 //	if err == nil && !d.Allowed {
 //		// refuse; d.RetryAfter (at d.RetryAt()) says when the same hits fit
 //	}
+//
+// A Limiter has the shape of golang.org/x/time/rate's: Allow and AllowN
+// decide at once, Wait blocks until the hits are admitted, and Reserve
+// takes hits that Cancel gives back if the work is not done. Node.Allow is
+// the same check with the rule named on each call.
 //
 // A rule (window.Rule) is Count hits per key per Window, in a sliding window
 // unless Type says Fixed. Its SyncInterval says how a fleet shares it: left

@@ -105,7 +105,8 @@ type Config struct {
 	// Now returns the current time; default the wall clock. Tests and
 	// examples inject a fake clock here. It is read on every check (and
 	// turned into Unix nanoseconds once, for the counters): it should be
-	// cheap and safe for concurrent use.
+	// cheap and safe for concurrent use. Limiter.Wait sleeps on the wall
+	// clock whatever Now says, so a fake clock must move for a Wait to end.
 	Now func() time.Time
 	// Network carries the node's traffic; nil is the host's TCP and UDP.
 	// Fault tests run nodes on a network that partitions, drops and delays.
@@ -367,7 +368,9 @@ func (n *Node) GossipAddr() string {
 func (n *Node) Metrics() Metrics { return n.metrics.snapshot() }
 
 // Allow checks hits (≥ 0; 0 asks without consuming) against rule for key and
-// records them if admitted. A batched rule decides from this node's view; one
+// records them if admitted. A program that checks one rule often takes a
+// Limiter for it instead, which finds a misspelt rule once, at the start;
+// Allow names the rule on every call. A batched rule decides from this node's view; one
 // with owner allocation may wait for the key's owner when this node's grant
 // is spent and the fleet may have room: up to BorrowTimeout, twice that if
 // it asks, three times if its answer comes in the next window. A strict rule
