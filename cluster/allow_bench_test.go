@@ -50,6 +50,23 @@ func BenchmarkAllow(b *testing.B) {
 	}
 }
 
+// BenchmarkLimiterAllow is BenchmarkAllow through a rule's handle.
+func BenchmarkLimiterAllow(b *testing.B) {
+	n := startBench(b)
+	ctx := context.Background()
+	lim, err := n.Limiter("api")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := lim.Allow(ctx, "user:42"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		lim.Allow(ctx, "user:42")
+	}
+}
+
 // BenchmarkAllowParallel checks 10,000 existing keys from GOMAXPROCS
 // goroutines; with no global lock it scales with cores.
 func BenchmarkAllowParallel(b *testing.B) {
