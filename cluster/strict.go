@@ -21,6 +21,7 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/raftstore"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -67,7 +68,7 @@ type strictGroup struct {
 	raft    *raft.Raft
 	trans   raft.Transport
 	closer  io.Closer // the transport, when it has a socket
-	logs    *store.Store
+	logs    *raftstore.Store
 	ownLogs bool
 	snaps   raft.SnapshotStore
 	addr    string // the Raft address peers dial
@@ -161,13 +162,13 @@ func newStrictGroup(ctx context.Context, n *Node, rules []window.Rule) (*strictG
 	g.id = raftServerID(n.cfg.Name, n.self.Boot, n.cfg.DataDir != "")
 	g.started = time.Now()
 	if n.store != nil {
-		g.logs = n.store
+		g.logs = raftstore.New(n.store)
 	} else {
 		st, err := store.Open("", store.WithLogger(n.log))
 		if err != nil {
 			return nil, fmt.Errorf("sluice: strict log store: %w", err)
 		}
-		g.logs, g.ownLogs = st, true
+		g.logs, g.ownLogs = raftstore.New(st), true
 	}
 	g.snaps = raft.NewInmemSnapshotStore()
 	if n.cfg.DataDir != "" {

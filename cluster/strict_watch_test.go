@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/raftstore"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -44,7 +45,7 @@ func unbootstrappedGroup(t *testing.T, nd *Node, rules []window.Rule) (*strictGr
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.logs, g.ownLogs, g.snaps = st, true, raft.NewInmemSnapshotStore()
+	g.logs, g.ownLogs, g.snaps = raftstore.New(st), true, raft.NewInmemSnapshotStore()
 	addr, trans := raft.NewInmemTransport(raft.ServerAddress(nd.Name()))
 	g.trans, g.addr = trans, string(addr)
 	if err := g.openRaft(nil); err != nil {

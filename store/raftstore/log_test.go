@@ -1,4 +1,4 @@
-package store_test
+package raftstore_test
 
 import (
 	"fmt"

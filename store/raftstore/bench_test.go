@@ -1,4 +1,4 @@
-package store_test
+package raftstore_test
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	raftbench "github.com/hashicorp/raft/bench"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/raftstore"
 )
 
 // benchBackends are the configurations benchmarked: in memory, on disk with
@@ -18,7 +19,7 @@ var benchBackends = []backend{
 }
 
 // runBench runs one raftbench function against a fresh store per backend.
-func runBench(b *testing.B, fn func(*testing.B, *store.Store)) {
+func runBench(b *testing.B, fn func(*testing.B, *raftstore.Store)) {
 	for _, be := range benchBackends {
 		b.Run(be.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -28,49 +29,49 @@ func runBench(b *testing.B, fn func(*testing.B, *store.Store)) {
 }
 
 func BenchmarkFirstIndex(b *testing.B) {
-	runBench(b, func(b *testing.B, s *store.Store) { raftbench.FirstIndex(b, s) })
+	runBench(b, func(b *testing.B, s *raftstore.Store) { raftbench.FirstIndex(b, s) })
 }
 
 func BenchmarkLastIndex(b *testing.B) {
-	runBench(b, func(b *testing.B, s *store.Store) { raftbench.LastIndex(b, s) })
+	runBench(b, func(b *testing.B, s *raftstore.Store) { raftbench.LastIndex(b, s) })
 }
 
 func BenchmarkGetLog(b *testing.B) {
-	runBench(b, func(b *testing.B, s *store.Store) { raftbench.GetLog(b, s) })
+	runBench(b, func(b *testing.B, s *raftstore.Store) { raftbench.GetLog(b, s) })
 }
 
 func BenchmarkStoreLog(b *testing.B) {
-	runBench(b, func(b *testing.B, s *store.Store) { raftbench.StoreLog(b, s) })
+	runBench(b, func(b *testing.B, s *raftstore.Store) { raftbench.StoreLog(b, s) })
 }
 
 func BenchmarkStoreLogs(b *testing.B) {
-	runBench(b, func(b *testing.B, s *store.Store) { raftbench.StoreLogs(b, s) })
+	runBench(b, func(b *testing.B, s *raftstore.Store) { raftbench.StoreLogs(b, s) })
 }
 
 func BenchmarkDeleteRange(b *testing.B) {
-	runBench(b, func(b *testing.B, s *store.Store) { raftbench.DeleteRange(b, s) })
+	runBench(b, func(b *testing.B, s *raftstore.Store) { raftbench.DeleteRange(b, s) })
 }
 
 func BenchmarkSet(b *testing.B) {
-	runBench(b, func(b *testing.B, s *store.Store) { raftbench.Set(b, s) })
+	runBench(b, func(b *testing.B, s *raftstore.Store) { raftbench.Set(b, s) })
 }
 
 func BenchmarkGet(b *testing.B) {
-	runBench(b, func(b *testing.B, s *store.Store) { raftbench.Get(b, s) })
+	runBench(b, func(b *testing.B, s *raftstore.Store) { raftbench.Get(b, s) })
 }
 
 func BenchmarkSetUint64(b *testing.B) {
-	runBench(b, func(b *testing.B, s *store.Store) { raftbench.SetUint64(b, s) })
+	runBench(b, func(b *testing.B, s *raftstore.Store) { raftbench.SetUint64(b, s) })
 }
 
 func BenchmarkGetUint64(b *testing.B) {
-	runBench(b, func(b *testing.B, s *store.Store) { raftbench.GetUint64(b, s) })
+	runBench(b, func(b *testing.B, s *raftstore.Store) { raftbench.GetUint64(b, s) })
 }
 
 // BenchmarkStoreLogsRaftBatch stores batches the size Raft's default
 // MaxAppendEntries produces, with a realistic small command payload.
 func BenchmarkStoreLogsRaftBatch(b *testing.B) {
-	runBench(b, func(b *testing.B, s *store.Store) {
+	runBench(b, func(b *testing.B, s *raftstore.Store) {
 		const batch = 64
 		logs := make([]*raft.Log, batch)
 		for i := range logs {

@@ -1,4 +1,4 @@
-package store_test
+package raftstore_test
 
 import (
 	"encoding/binary"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/raftstore"
 )
 
 // countFSM is a Raft state machine that sums the uint64 commands applied to it.
@@ -95,7 +95,7 @@ func testRaftConfig() *raft.Config {
 }
 
 // startRaft starts a node on s and waits until it leads.
-func startRaft(t *testing.T, conf *raft.Config, s *store.Store, snaps raft.SnapshotStore, fsm raft.FSM) *raft.Raft {
+func startRaft(t *testing.T, conf *raft.Config, s *raftstore.Store, snaps raft.SnapshotStore, fsm raft.FSM) *raft.Raft {
 	t.Helper()
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(conf.LocalID))
 	r, err := raft.NewRaft(conf, fsm, s, s, snaps, trans)
@@ -135,7 +135,7 @@ func TestRaftNode(t *testing.T) {
 		if b.disk {
 			dir = t.TempDir()
 		}
-		s, err := store.Open(dir)
+		s, err := openStore(dir)
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}
@@ -176,7 +176,7 @@ func TestRaftNode(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
-			if s, err = store.Open(dir); err != nil {
+			if s, err = openStore(dir); err != nil {
 				t.Fatalf("reopen: %v", err)
 			}
 		}

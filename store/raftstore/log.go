@@ -1,4 +1,4 @@
-package store
+package raftstore
 
 import (
 	"errors"
@@ -7,40 +7,42 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // FirstIndex returns the index of the oldest log entry, or 0 if the log is
 // empty. It implements raft.LogStore.
 func (s *Store) FirstIndex() (uint64, error) {
-	if err := s.acquire(); err != nil {
-		return 0, err
-	}
-	defer s.mu.RUnlock()
-	idx, err := s.edgeIndex(false)
-	if err != nil {
-		return 0, fmt.Errorf("store: first index: %w", err)
-	}
-	return idx, nil
+	var idx uint64
+	err := s.Do(func(db *badger.DB) error {
+		var err error
+		if idx, err = edgeIndex(db, false); err != nil {
+			return fmt.Errorf("store: first index: %w", err)
+		}
+		return nil
+	})
+	return idx, err
 }
 
 // LastIndex returns the index of the newest log entry, or 0 if the log is
 // empty. It implements raft.LogStore.
 func (s *Store) LastIndex() (uint64, error) {
-	if err := s.acquire(); err != nil {
-		return 0, err
-	}
-	defer s.mu.RUnlock()
-	idx, err := s.edgeIndex(true)
-	if err != nil {
-		return 0, fmt.Errorf("store: last index: %w", err)
-	}
-	return idx, nil
+	var idx uint64
+	err := s.Do(func(db *badger.DB) error {
+		var err error
+		if idx, err = edgeIndex(db, true); err != nil {
+			return fmt.Errorf("store: last index: %w", err)
+		}
+		return nil
+	})
+	return idx, err
 }
 
 // edgeIndex returns the lowest (last false) or highest (last true) log index
-// present, or 0 if there is none, reading keys only. The caller holds s.mu.
-func (s *Store) edgeIndex(last bool) (uint64, error) {
-	txn := s.db.NewTransaction(false)
+// present, or 0 if there is none, reading keys only.
+func edgeIndex(db *badger.DB, last bool) (uint64, error) {
+	txn := db.NewTransaction(false)
 	defer txn.Discard()
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: logPrefix, Reverse: last})
 	defer it.Close()
@@ -59,12 +61,12 @@ func (s *Store) edgeIndex(last bool) (uint64, error) {
 // returns exactly raft.ErrLogNotFound, unwrapped, if there is no entry at
 // index. It implements raft.LogStore.
 func (s *Store) GetLog(index uint64, log *raft.Log) error {
-	if err := s.acquire(); err != nil {
-		return err
-	}
-	defer s.mu.RUnlock()
+	return s.Do(func(db *badger.DB) error { return getLog(db, index, log) })
+}
 
-	txn := s.db.NewTransaction(false)
+// getLog does the work of GetLog.
+func getLog(db *badger.DB, index uint64, log *raft.Log) error {
+	txn := db.NewTransaction(false)
 	defer txn.Discard()
 	item, err := txn.Get(logKey(index))
 	if errors.Is(err, badger.ErrKeyNotFound) {
@@ -83,7 +85,7 @@ func (s *Store) GetLog(index uint64, log *raft.Log) error {
 		return fmt.Errorf("store: get log %d: %w", index, err)
 	}
 	if l.Index != index {
-		return fmt.Errorf("store: get log %d: %w: entry holds index %d", index, ErrCorrupt, l.Index)
+		return fmt.Errorf("store: get log %d: %w: entry holds index %d", index, store.ErrCorrupt, l.Index)
 	}
 	*log = l
 	return nil
@@ -105,11 +107,11 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
-	if err := s.acquire(); err != nil {
-		return err
-	}
-	defer s.mu.RUnlock()
+	return s.Do(func(db *badger.DB) error { return storeLogs(db, logs) })
+}
 
+// storeLogs does the work of StoreLogs.
+func storeLogs(db *badger.DB, logs []*raft.Log) error {
 	// Encode every key and value into two allocations. Badger holds on to
 	// them until the transaction commits.
 	size := 0
@@ -122,7 +124,7 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	keys := make([]byte, logKeyLen*len(logs))
 	vals := make([]byte, 0, size)
 
-	txn := newSplitTxn(s.db)
+	txn := newSplitTxn(db)
 	defer txn.discard()
 	for i, l := range logs {
 		start := len(vals)
@@ -157,19 +159,17 @@ func (s *Store) DeleteRange(min, max uint64) error {
 	if min > max {
 		return nil
 	}
-	if err := s.acquire(); err != nil {
-		return err
-	}
-	defer s.mu.RUnlock()
-	if err := s.deleteRange(min, max); err != nil {
-		return fmt.Errorf("store: delete logs %d..%d: %w", min, max, err)
-	}
-	return nil
+	return s.Do(func(db *badger.DB) error {
+		if err := deleteRange(db, min, max); err != nil {
+			return fmt.Errorf("store: delete logs %d..%d: %w", min, max, err)
+		}
+		return nil
+	})
 }
 
-// deleteRange does the work of DeleteRange. The caller holds s.mu.
-func (s *Store) deleteRange(min, max uint64) error {
-	last, err := s.edgeIndex(true)
+// deleteRange does the work of DeleteRange.
+func deleteRange(db *badger.DB, min, max uint64) error {
+	last, err := edgeIndex(db, true)
 	if err != nil {
 		return err
 	}
@@ -177,12 +177,12 @@ func (s *Store) deleteRange(min, max uint64) error {
 
 	// Iterate a read snapshot; the deletes go through a separate write
 	// transaction so the iterator never sees its own writes.
-	view := s.db.NewTransaction(false)
+	view := db.NewTransaction(false)
 	defer view.Discard()
 	it := view.NewIterator(badger.IteratorOptions{Prefix: logPrefix, Reverse: !ascending})
 	defer it.Close()
 
-	txn := newSplitTxn(s.db)
+	txn := newSplitTxn(db)
 	defer txn.discard()
 	if ascending {
 		it.Seek(logKey(min))

@@ -1,4 +1,4 @@
-package store
+package raftstore
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // codecSamples are entries covering every field and flag combination.
@@ -118,8 +120,8 @@ func TestDecodeLogErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := raft.Log{Index: 77, Data: []byte("keep")}
 			err := decodeLog(tt.buf, &l)
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("decodeLog(%x) = %v; want ErrCorrupt", tt.buf, err)
+			if !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("decodeLog(%x) = %v; want store.ErrCorrupt", tt.buf, err)
 			}
 			if l.Index != 77 || string(l.Data) != "keep" {
 				t.Fatalf("failed decodeLog modified its output: %#v", l)
@@ -173,8 +175,8 @@ func FuzzDecodeLog(f *testing.F) {
 			if !reflect.DeepEqual(again, dec) {
 				t.Fatalf("decode(encode(decode(raw))) = %#v; want %#v", again, dec)
 			}
-		} else if !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("decode error %v does not wrap ErrCorrupt", err)
+		} else if !errors.Is(err, store.ErrCorrupt) {
+			t.Fatalf("decode error %v does not wrap store.ErrCorrupt", err)
 		}
 
 		// Arbitrary fields: encode then decode must give the same entry.

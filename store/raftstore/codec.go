@@ -1,4 +1,4 @@
-package store
+package raftstore
 
 import (
 	"encoding/binary"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/store"
 )
 
 // Log entry encoding, version 1:
@@ -109,17 +111,17 @@ func appendLog(dst []byte, l *raft.Log) ([]byte, error) {
 // decodeLog decodes an entry encoded by appendLog into l, replacing every
 // field. l.Data and l.Extensions alias buf (with their capacity clipped so
 // appending to one cannot overwrite the other), so buf must not be reused.
-// On error l is left unchanged and the error wraps ErrCorrupt.
+// On error l is left unchanged and the error wraps store.ErrCorrupt.
 func decodeLog(buf []byte, l *raft.Log) error {
 	if len(buf) < headerLen {
-		return fmt.Errorf("%w: log entry is %d bytes, shorter than its header", ErrCorrupt, len(buf))
+		return fmt.Errorf("%w: log entry is %d bytes, shorter than its header", store.ErrCorrupt, len(buf))
 	}
 	if buf[0] != codecV1 {
-		return fmt.Errorf("%w: unsupported log encoding version %d", ErrCorrupt, buf[0])
+		return fmt.Errorf("%w: unsupported log encoding version %d", store.ErrCorrupt, buf[0])
 	}
 	flags := buf[1]
 	if flags&^knownFlags != 0 {
-		return fmt.Errorf("%w: unknown log encoding flags %#02x", ErrCorrupt, flags&^knownFlags)
+		return fmt.Errorf("%w: unknown log encoding flags %#02x", store.ErrCorrupt, flags&^knownFlags)
 	}
 	out := raft.Log{Type: raft.LogType(buf[2])}
 	d := decoder{buf: buf[headerLen:]}
@@ -136,7 +138,7 @@ func decodeLog(buf []byte, l *raft.Log) error {
 		out.Extensions = d.bytes("extensions")
 	}
 	if d.err == nil && len(d.buf) != 0 {
-		d.err = fmt.Errorf("%w: %d unexpected bytes after log entry", ErrCorrupt, len(d.buf))
+		d.err = fmt.Errorf("%w: %d unexpected bytes after log entry", store.ErrCorrupt, len(d.buf))
 	}
 	if d.err != nil {
 		return d.err
@@ -159,7 +161,7 @@ func (d *decoder) uvarint(name string) uint64 {
 	}
 	v, n := binary.Uvarint(d.buf)
 	if n <= 0 {
-		d.err = fmt.Errorf("%w: bad %s varint", ErrCorrupt, name)
+		d.err = fmt.Errorf("%w: bad %s varint", store.ErrCorrupt, name)
 		return 0
 	}
 	d.buf = d.buf[n:]
@@ -172,7 +174,7 @@ func (d *decoder) uint64(name string) uint64 {
 		return 0
 	}
 	if len(d.buf) < 8 {
-		d.err = fmt.Errorf("%w: truncated %s", ErrCorrupt, name)
+		d.err = fmt.Errorf("%w: truncated %s", store.ErrCorrupt, name)
 		return 0
 	}
 	v := binary.BigEndian.Uint64(d.buf)
@@ -188,7 +190,7 @@ func (d *decoder) bytes(name string) []byte {
 		return nil
 	}
 	if n > uint64(len(d.buf)) {
-		d.err = fmt.Errorf("%w: %s length %d exceeds the %d bytes left", ErrCorrupt, name, n, len(d.buf))
+		d.err = fmt.Errorf("%w: %s length %d exceeds the %d bytes left", store.ErrCorrupt, name, n, len(d.buf))
 		return nil
 	}
 	b := d.buf[:n:n]
