@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluicehq/sluice/cluster/internal/wire"
 	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 )
@@ -63,7 +64,7 @@ type queued struct {
 // newQueued puts d, sent at sentAt on this node's own clock, in its wire
 // form for a peer's queue.
 func newQueued(d *counter.Delta, sentAt, at int64) queued {
-	return queued{msg: appendDelta(make([]byte, 0, deltaCap(d)), d, sentAt), entries: d.Size(), at: at}
+	return queued{msg: wire.AppendDelta(make([]byte, 0, wire.DeltaCap(d)), d, sentAt), entries: d.Size(), at: at}
 }
 
 // peerQueue is how many deltas may wait for a slow peer.
@@ -366,7 +367,7 @@ func (n *Node) pullState(ctx context.Context) {
 }
 
 func (n *Node) pullFrom(ctx context.Context, p *peer) (int, error) {
-	stream, err := sluicev1.NewPeerClient(p.conn).Pull(ctx, &sluicev1.PullRequest{From: encodeInc(n.self)})
+	stream, err := sluicev1.NewPeerClient(p.conn).Pull(ctx, &sluicev1.PullRequest{From: wire.EncodeInc(n.self)})
 	if err != nil {
 		return 0, err
 	}
@@ -379,7 +380,7 @@ func (n *Node) pullFrom(ctx context.Context, p *peer) (int, error) {
 		if err != nil {
 			return got, err
 		}
-		d, err := decodeDelta(msg)
+		d, err := wire.DecodeDelta(msg)
 		if err != nil {
 			return got, err
 		}

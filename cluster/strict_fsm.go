@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/cluster/internal/wire"
 	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 	"github.com/sluicehq/sluice/window"
@@ -102,7 +103,7 @@ func (f *strictFSM) decide(b *sluicev1.StrictBatch) []*sluicev1.StrictDecision {
 // skipped everywhere.
 func (f *strictFSM) reconfigure(b *sluicev1.StrictBatch) {
 	if b.GetRules() != nil {
-		if rules, err := decodeRules(b.GetRules()); err == nil {
+		if rules, err := wire.DecodeRules(b.GetRules()); err == nil {
 			if f.replica.SetRules(rules, f.now) == nil {
 				f.rules = rules
 				f.rulesChanged()
@@ -110,7 +111,7 @@ func (f *strictFSM) reconfigure(b *sluicev1.StrictBatch) {
 		}
 	}
 	if b.GetSeed() != nil {
-		if d, err := decodeDelta(b.GetSeed()); err == nil {
+		if d, err := wire.DecodeDelta(b.GetSeed()); err == nil {
 			d.Full = true
 			_, _ = f.replica.Receive(f.now, d)
 		}
@@ -176,7 +177,7 @@ func (f *strictFSM) counts(rule, key string) window.Counts {
 func (f *strictFSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	snap := &sluicev1.StrictSnapshot{Now: f.now, Counts: encodeDelta(f.replica.Snapshot(f.now)), Rules: encodeRules(f.rules)}
+	snap := &sluicev1.StrictSnapshot{Now: f.now, Counts: wire.EncodeDelta(f.replica.Snapshot(f.now)), Rules: wire.EncodeRules(f.rules)}
 	b, err := proto.Marshal(snap)
 	if err != nil {
 		return nil, fmt.Errorf("strict snapshot: %w", err)
@@ -195,13 +196,13 @@ func (f *strictFSM) Restore(rc io.ReadCloser) error {
 	if err := proto.Unmarshal(b, &snap); err != nil {
 		return fmt.Errorf("strict restore: %w", err)
 	}
-	d, err := decodeDelta(snap.GetCounts())
+	d, err := wire.DecodeDelta(snap.GetCounts())
 	if err != nil {
 		return fmt.Errorf("strict restore: %w", err)
 	}
 	var rules []window.Rule
 	if snap.GetRules() != nil {
-		if rules, err = decodeRules(snap.GetRules()); err != nil {
+		if rules, err = wire.DecodeRules(snap.GetRules()); err != nil {
 			return fmt.Errorf("strict restore: %w", err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/cluster/internal/wire"
 	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 	"github.com/sluicehq/sluice/window"
@@ -48,7 +49,7 @@ func (g *strictGroup) syncRules(ctx context.Context) {
 	}
 	var seed *sluicev1.Delta
 	if len(entering) > 0 {
-		seed = encodeDelta(onlyRules(g.n.replica.Snapshot(now), entering))
+		seed = wire.EncodeDelta(onlyRules(g.n.replica.Snapshot(now), entering))
 	}
 	// Counts of rules leaving the log go to the batched tables, here and on
 	// every peer, before the log forgets them.
@@ -67,7 +68,7 @@ func (g *strictGroup) syncRules(ctx context.Context) {
 		g.n.peers.broadcast(ctx, handoff)
 	}
 
-	data, err := proto.Marshal(&sluicev1.StrictBatch{Now: now, Rules: encodeRules(list), Seed: seed})
+	data, err := proto.Marshal(&sluicev1.StrictBatch{Now: now, Rules: wire.EncodeRules(list), Seed: seed})
 	if err != nil {
 		g.n.log.Error("encoding a strict rule change", "err", err)
 		return
@@ -133,7 +134,7 @@ func (g *strictGroup) importOutside(ctx context.Context) {
 	if len(d.Rules) == 0 {
 		return
 	}
-	data, err := proto.Marshal(&sluicev1.StrictBatch{Now: now, Seed: encodeDelta(d)})
+	data, err := proto.Marshal(&sluicev1.StrictBatch{Now: now, Seed: wire.EncodeDelta(d)})
 	if err == nil {
 		err = g.awaitApply(g.raft.Apply(data, time.Second))
 	}

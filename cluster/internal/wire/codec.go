@@ -1,11 +1,9 @@
-package cluster
+package wire
 
 import (
 	"fmt"
 	"math"
 
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/sluicehq/sluice/counter"
@@ -15,7 +13,7 @@ import (
 // thousands of entries. Built as generated protobuf messages, every entry
 // costs a message on each side and most of a microsecond; the codec here
 // writes and reads the same wire format (sluice.v1.Delta) straight from and
-// into counter deltas. encodeDelta and decodeDelta, for the messages that
+// into counter deltas. EncodeDelta and DecodeDelta, for the messages that
 // embed a delta (strict snapshots and batches), go through it.
 
 // Field numbers of sluice.v1.Delta, Incarnation, RuleDelta and Entry.
@@ -27,10 +25,10 @@ const (
 	fPrev, fGrant, fRate, fRateFrom, fNext, fAsk, fTold, fRateUntil, fPooled                                    = 9, 10, 11, 12, 13, 14, 15, 16, 17
 )
 
-// appendDelta appends d, sent at sentAt (0: no time), in the wire form of
+// AppendDelta appends d, sent at sentAt (0: no time), in the wire form of
 // sluice.v1.Delta, byte for byte as proto.Marshal writes it. Window indexes
 // are sent as offsets from a base per rule, which costs one byte or none.
-func appendDelta(b []byte, d *counter.Delta, sentAt int64) []byte {
+func AppendDelta(b []byte, d *counter.Delta, sentAt int64) []byte {
 	b = appendInc(b, fDeltaFrom, d.From)
 	b = appendVarint(b, fDeltaSeq, d.Seq)
 	for _, inc := range d.Incarnations {
@@ -90,9 +88,9 @@ func insertLength(b []byte, at, n int) []byte {
 	return b
 }
 
-// deltaCap is a size appendDelta's output seldom outgrows, found without
+// DeltaCap is a size AppendDelta's output seldom outgrows, found without
 // encoding anything.
-func deltaCap(d *counter.Delta) int {
+func DeltaCap(d *counter.Delta) int {
 	n := 64
 	for _, inc := range d.Incarnations {
 		n += len(inc.Node) + 16
@@ -107,8 +105,8 @@ func deltaCap(d *counter.Delta) int {
 	return n
 }
 
-// deltaSize is the size of d on the wire, as appendDelta writes it.
-func deltaSize(d *counter.Delta, sentAt int64) int {
+// DeltaSize is the size of d on the wire, as AppendDelta writes it.
+func DeltaSize(d *counter.Delta, sentAt int64) int {
 	n := incSize(fDeltaFrom, d.From) + varintSize(fDeltaSeq, d.Seq)
 	for _, inc := range d.Incarnations {
 		n += incSize(fDeltaIncs, inc)
@@ -263,14 +261,14 @@ type wireEntry struct {
 	over     uint64
 }
 
-// parseDelta reads a delta in the wire form of sluice.v1.Delta and checks
-// it as decodeDelta does, returning the time it was sent (0 if it does not
+// ParseDelta reads a delta in the wire form of sluice.v1.Delta and checks
+// it as DecodeDelta does, returning the time it was sent (0 if it does not
 // say). It never panics, whatever the bytes: a malformed message is an
-// error that wraps errBadDelta.
-func parseDelta(b []byte) (*counter.Delta, int64, error) {
+// error that wraps ErrBadDelta.
+func ParseDelta(b []byte) (*counter.Delta, int64, error) {
 	var w wireDelta
 	if err := w.parse(b); err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", errBadDelta, err)
+		return nil, 0, fmt.Errorf("%w: %w", ErrBadDelta, err)
 	}
 	d, err := w.check()
 	if err != nil {
@@ -505,32 +503,32 @@ func countName(num protowire.Number) string {
 // sent again as offsets from one base.
 func (w *wireDelta) check() (*counter.Delta, error) {
 	if !w.hasFrom || w.from.Node == "" {
-		return nil, fmt.Errorf("%w: from: incarnation has no node name", errBadDelta)
+		return nil, fmt.Errorf("%w: from: incarnation has no node name", ErrBadDelta)
 	}
 	if err := checkInc(w.from); err != nil {
-		return nil, fmt.Errorf("%w: from: %w", errBadDelta, err)
+		return nil, fmt.Errorf("%w: from: %w", ErrBadDelta, err)
 	}
 	from := w.from
 	if w.kind > uint64(counter.KindView) {
-		return nil, fmt.Errorf("%w from %q: kind %d is unknown", errBadDelta, from.Node, int32(w.kind))
+		return nil, fmt.Errorf("%w from %q: kind %d is unknown", ErrBadDelta, from.Node, int32(w.kind))
 	}
 	if w.incs > maxIncarnationsPerDelta {
-		return nil, fmt.Errorf("%w from %q: %d incarnations", errBadDelta, from.Node, w.incs)
+		return nil, fmt.Errorf("%w from %q: %d incarnations", ErrBadDelta, from.Node, w.incs)
 	}
 	d := &w.d
 	d.From, d.Kind, d.Live = from, counter.Kind(w.kind), int(min(w.live, math.MaxInt32))
 	for i, inc := range d.Incarnations {
 		if inc.Node == "" {
-			return nil, fmt.Errorf("%w from %q: incarnation %d: incarnation has no node name", errBadDelta, from.Node, i)
+			return nil, fmt.Errorf("%w from %q: incarnation %d: incarnation has no node name", ErrBadDelta, from.Node, i)
 		}
 		if err := checkInc(inc); err != nil {
-			return nil, fmt.Errorf("%w from %q: incarnation %d: %w", errBadDelta, from.Node, i, err)
+			return nil, fmt.Errorf("%w from %q: incarnation %d: %w", ErrBadDelta, from.Node, i, err)
 		}
 	}
 	for r := range d.Rules {
 		rd := &d.Rules[r]
 		if rd.Rule == "" {
-			return nil, fmt.Errorf("%w from %q: a rule delta has no rule name", errBadDelta, from.Node)
+			return nil, fmt.Errorf("%w from %q: a rule delta has no rule name", ErrBadDelta, from.Node)
 		}
 		base := w.bases[r]
 		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
@@ -539,21 +537,21 @@ func (w *wireDelta) check() (*counter.Delta, error) {
 			we := &w.read[r][j]
 			off := we.off
 			if off > 0 && base > math.MaxInt64-off || off < 0 && base < math.MinInt64-off {
-				return nil, fmt.Errorf("%w from %q: rule %q key %q: window overflows", errBadDelta, from.Node, rd.Rule, e.Key)
+				return nil, fmt.Errorf("%w from %q: rule %q key %q: window overflows", ErrBadDelta, from.Node, rd.Rule, e.Key)
 			}
 			if we.overName != "" {
-				return nil, fmt.Errorf("%w from %q: rule %q key %q: %s %d is out of range", errBadDelta, from.Node, rd.Rule, e.Key, we.overName, we.over)
+				return nil, fmt.Errorf("%w from %q: rule %q key %q: %s %d is out of range", ErrBadDelta, from.Node, rd.Rule, e.Key, we.overName, we.over)
 			}
 			if int(e.Inc) >= len(d.Incarnations) {
 				return nil, fmt.Errorf("%w from %q: rule %q key %q names incarnation %d of %d",
-					errBadDelta, from.Node, rd.Rule, e.Key, e.Inc, len(d.Incarnations))
+					ErrBadDelta, from.Node, rd.Rule, e.Key, e.Inc, len(d.Incarnations))
 			}
 			e.Window = base + off
 			lo, hi = min(lo, e.Window), max(hi, e.Window)
 			// A rule's windows in one delta lie close together; a spread
 			// this wide could not be encoded again as offsets from one base.
 			if uint64(hi)-uint64(lo) > maxWindowSpan {
-				return nil, fmt.Errorf("%w from %q: rule %q key %q: windows span more than 2^40", errBadDelta, from.Node, rd.Rule, e.Key)
+				return nil, fmt.Errorf("%w from %q: rule %q key %q: windows span more than 2^40", ErrBadDelta, from.Node, rd.Rule, e.Key)
 			}
 		}
 	}
@@ -571,38 +569,4 @@ func checkInc(inc counter.Incarnation) error {
 		return fmt.Errorf("node name is %d bytes, at most 256", len(inc.Node))
 	}
 	return nil
-}
-
-// rawDelta is a delta already in its wire form: the Sync stream sends and
-// receives it as is, through peerCodec, with no protobuf message between.
-type rawDelta struct{ b []byte }
-
-// peerCodec is gRPC's protobuf codec but for rawDelta, whose bytes it
-// passes through: a Sync stream's messages are sluice.v1.Delta on the
-// wire, written and read by appendDelta and parseDelta. Its name is that of
-// the protobuf codec, so peers that marshal sluice.v1.Delta themselves
-// understand it.
-type peerCodec struct{ proto encoding.CodecV2 }
-
-func newPeerCodec() peerCodec { return peerCodec{proto: encoding.GetCodecV2(protoCodecName)} }
-
-// protoCodecName is the name gRPC's protobuf codec registers under.
-const protoCodecName = "proto"
-
-func (c peerCodec) Name() string { return protoCodecName }
-
-func (c peerCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if r, ok := v.(*rawDelta); ok {
-		return mem.BufferSlice{mem.SliceBuffer(r.b)}, nil
-	}
-	return c.proto.Marshal(v)
-}
-
-func (c peerCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if r, ok := v.(*rawDelta); ok {
-		// data is freed once this returns: the delta keeps a copy.
-		r.b = data.Materialize()
-		return nil
-	}
-	return c.proto.Unmarshal(data, v)
 }

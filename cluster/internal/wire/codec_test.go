@@ -1,4 +1,4 @@
-package cluster
+package wire
 
 import (
 	"bytes"
@@ -50,30 +50,30 @@ func genWireDelta(t *rapid.T) *counter.Delta {
 	return d
 }
 
-// TestAppendDeltaIsTheProtobuf checks that appendDelta writes what
-// proto.Marshal writes of the message encodeDelta builds, byte for byte, so
+// TestAppendDeltaIsTheProtobuf checks that AppendDelta writes what
+// proto.Marshal writes of the message EncodeDelta builds, byte for byte, so
 // that a peer reading sluice.v1.Delta with generated code reads it, and
-// that parseDelta reads back what was written.
+// that ParseDelta reads back what was written.
 func TestAppendDeltaIsTheProtobuf(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		d := genWireDelta(t)
 		sentAt := rapid.Int64().Draw(t, "sentAt")
-		m := encodeDelta(d)
+		m := EncodeDelta(d)
 		m.SentAt = sentAt
 		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := appendDelta(nil, d, sentAt)
+		got := AppendDelta(nil, d, sentAt)
 		if !bytes.Equal(got, want) {
-			t.Fatalf("appendDelta wrote\n%x\nproto.Marshal writes\n%x", got, want)
+			t.Fatalf("AppendDelta wrote\n%x\nproto.Marshal writes\n%x", got, want)
 		}
-		if n := deltaSize(d, sentAt); n != len(got) {
-			t.Fatalf("deltaSize %d, wrote %d bytes", n, len(got))
+		if n := DeltaSize(d, sentAt); n != len(got) {
+			t.Fatalf("DeltaSize %d, wrote %d bytes", n, len(got))
 		}
-		back, at, err := parseDelta(got)
+		back, at, err := ParseDelta(got)
 		if err != nil {
-			t.Fatalf("parseDelta of what appendDelta wrote: %v", err)
+			t.Fatalf("ParseDelta of what AppendDelta wrote: %v", err)
 		}
 		if at != sentAt || !reflect.DeepEqual(normDelta(back), normDelta(d)) {
 			t.Fatalf("read back %+v sent at %d, wrote %+v sent at %d", back, at, d, sentAt)
@@ -81,13 +81,13 @@ func TestAppendDeltaIsTheProtobuf(t *testing.T) {
 	})
 }
 
-// FuzzParseDelta checks that parseDelta never panics on any bytes, that
-// what it refuses is an error wrapping errBadDelta with no delta, that it
+// FuzzParseDelta checks that ParseDelta never panics on any bytes, that
+// what it refuses is an error wrapping ErrBadDelta with no delta, that it
 // agrees with decoding through the generated code, and that what it accepts
-// reads back the same after appendDelta.
+// reads back the same after AppendDelta.
 func FuzzParseDelta(f *testing.F) {
 	for _, tt := range wireDeltaCases() {
-		b := appendDelta(nil, &tt.in, 42)
+		b := AppendDelta(nil, &tt.in, 42)
 		f.Add(b)
 		f.Add(b[:len(b)/2])
 	}
@@ -96,17 +96,17 @@ func FuzzParseDelta(f *testing.F) {
 		f.Add(junk)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d, sentAt, err := parseDelta(data)
+		d, sentAt, err := ParseDelta(data)
 		if err != nil {
-			if !errors.Is(err, errBadDelta) {
-				t.Fatalf("error %q does not wrap errBadDelta", err)
+			if !errors.Is(err, ErrBadDelta) {
+				t.Fatalf("error %q does not wrap ErrBadDelta", err)
 			}
 			if d != nil {
-				t.Fatalf("parseDelta returned %+v with error %v", d, err)
+				t.Fatalf("ParseDelta returned %+v with error %v", d, err)
 			}
 			return
 		}
-		back, at, err := parseDelta(appendDelta(nil, d, sentAt))
+		back, at, err := ParseDelta(AppendDelta(nil, d, sentAt))
 		if err != nil {
 			t.Fatalf("accepted delta %+v does not read back: %v", d, err)
 		}
@@ -116,10 +116,10 @@ func FuzzParseDelta(f *testing.F) {
 		// What the generated code reads of the same bytes decodes alike.
 		var m sluicev1.Delta
 		if err := proto.Unmarshal(data, &m); err == nil {
-			if viaProto, err := decodeDelta(&m); err != nil {
-				t.Fatalf("parseDelta accepted what decodeDelta refuses: %v", err)
+			if viaProto, err := DecodeDelta(&m); err != nil {
+				t.Fatalf("ParseDelta accepted what DecodeDelta refuses: %v", err)
 			} else if !reflect.DeepEqual(normDelta(viaProto), normDelta(d)) {
-				t.Fatalf("parseDelta and decodeDelta differ:\n%+v\n%+v", d, viaProto)
+				t.Fatalf("ParseDelta and DecodeDelta differ:\n%+v\n%+v", d, viaProto)
 			}
 		}
 	})

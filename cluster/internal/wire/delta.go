@@ -1,4 +1,4 @@
-package cluster
+package wire
 
 import (
 	"errors"
@@ -20,20 +20,20 @@ const (
 	maxWindowSpan = uint64(1) << 40
 )
 
-// errBadDelta is wrapped by every error decodeDelta returns.
-var errBadDelta = errors.New("malformed delta")
+// ErrBadDelta is wrapped by every error DecodeDelta returns.
+var ErrBadDelta = errors.New("malformed delta")
 
-// encodeDelta turns a counter delta into its wire form. Window indexes are
+// EncodeDelta turns a counter delta into its wire form. Window indexes are
 // sent as offsets from a base per rule, which costs one byte or none.
-func encodeDelta(d *counter.Delta) *sluicev1.Delta {
+func EncodeDelta(d *counter.Delta) *sluicev1.Delta {
 	out := &sluicev1.Delta{
-		From: encodeInc(d.From), Seq: d.Seq, Ack: d.Ack, Live: uint32(max(d.Live, 0)), Full: d.Full,
+		From: EncodeInc(d.From), Seq: d.Seq, Ack: d.Ack, Live: uint32(max(d.Live, 0)), Full: d.Full,
 		Kind:         sluicev1.Kind(d.Kind),
 		Incarnations: make([]*sluicev1.Incarnation, len(d.Incarnations)),
 		Rules:        make([]*sluicev1.RuleDelta, len(d.Rules)),
 	}
 	for i, inc := range d.Incarnations {
-		out.Incarnations[i] = encodeInc(inc)
+		out.Incarnations[i] = EncodeInc(inc)
 	}
 	for i := range d.Rules {
 		rd := &d.Rules[i]
@@ -62,24 +62,22 @@ func encodeDelta(d *counter.Delta) *sluicev1.Delta {
 	return out
 }
 
-// WireSize returns the size in bytes of d encoded as a sync message, for measuring sync traffic.
-func WireSize(d *counter.Delta) int { return deltaSize(d, 0) }
-
-func encodeInc(inc counter.Incarnation) *sluicev1.Incarnation {
+// EncodeInc puts an incarnation on the wire.
+func EncodeInc(inc counter.Incarnation) *sluicev1.Incarnation {
 	return &sluicev1.Incarnation{Node: inc.Node, Boot: inc.Boot}
 }
 
-// decodeDelta checks a delta from a message and turns it into a counter
-// delta, as parseDelta does the wire form. It never panics, whatever the
+// DecodeDelta checks a delta from a message and turns it into a counter
+// delta, as ParseDelta does the wire form. It never panics, whatever the
 // message holds.
-func decodeDelta(m *sluicev1.Delta) (*counter.Delta, error) {
+func DecodeDelta(m *sluicev1.Delta) (*counter.Delta, error) {
 	if m == nil {
-		return nil, fmt.Errorf("%w: empty message", errBadDelta)
+		return nil, fmt.Errorf("%w: empty message", ErrBadDelta)
 	}
 	b, err := proto.Marshal(m)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errBadDelta, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadDelta, err)
 	}
-	d, _, err := parseDelta(b)
+	d, _, err := ParseDelta(b)
 	return d, err
 }

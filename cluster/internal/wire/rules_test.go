@@ -1,4 +1,4 @@
-package cluster
+package wire
 
 import (
 	"testing"
@@ -21,11 +21,11 @@ func TestAllocationWireNumbersAreFixed(t *testing.T) {
 		t.Run(tc.alloc.String(), func(t *testing.T) {
 			r := window.Rule{Name: "r", Count: 10, Window: time.Second, SyncInterval: 100 * time.Millisecond,
 				Allocation: tc.alloc}
-			m := encodeRules([]window.Rule{r})
+			m := EncodeRules([]window.Rule{r})
 			if got := m.GetRules()[0].GetAllocation(); got != tc.wire {
 				t.Fatalf("%v is %d on the wire, want %d", tc.alloc, got, tc.wire)
 			}
-			back, err := decodeRules(m)
+			back, err := DecodeRules(m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -34,9 +34,9 @@ func TestAllocationWireNumbersAreFixed(t *testing.T) {
 			}
 		})
 	}
-	m := encodeRules([]window.Rule{{Name: "r", Count: 10, Window: time.Second, SyncInterval: time.Second}})
+	m := EncodeRules([]window.Rule{{Name: "r", Count: 10, Window: time.Second, SyncInterval: time.Second}})
 	m.GetRules()[0].Allocation = 3
-	if _, err := decodeRules(m); err == nil {
+	if _, err := DecodeRules(m); err == nil {
 		t.Fatal("allocation 3 was accepted")
 	}
 }

@@ -1,17 +1,15 @@
-package cluster
+package wire
 
 import (
 	"bytes"
 	"encoding/hex"
 	"errors"
-	"io"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/counter"
@@ -19,8 +17,8 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-// wireDeltaCases are counter deltas that must survive encodeDelta, the wire
-// and decodeDelta unchanged. Every count is non-negative: encodeDelta clamps
+// wireDeltaCases are counter deltas that must survive EncodeDelta, the wire
+// and DecodeDelta unchanged. Every count is non-negative: EncodeDelta clamps
 // negatives to 0.
 func wireDeltaCases() []struct {
 	name string
@@ -108,11 +106,11 @@ func normDelta(d *counter.Delta) counter.Delta {
 	return out
 }
 
-// wireTrip sends d through encodeDelta, proto.Marshal, proto.Unmarshal and
-// decodeDelta, and returns the message as received and the decoded delta.
+// wireTrip sends d through EncodeDelta, proto.Marshal, proto.Unmarshal and
+// DecodeDelta, and returns the message as received and the decoded delta.
 func wireTrip(tb testing.TB, d *counter.Delta) (*sluicev1.Delta, *counter.Delta, error) {
 	tb.Helper()
-	b, err := proto.Marshal(encodeDelta(d))
+	b, err := proto.Marshal(EncodeDelta(d))
 	if err != nil {
 		tb.Fatalf("marshal: %v", err)
 	}
@@ -120,20 +118,20 @@ func wireTrip(tb testing.TB, d *counter.Delta) (*sluicev1.Delta, *counter.Delta,
 	if err := proto.Unmarshal(b, &m); err != nil {
 		tb.Fatalf("unmarshal: %v", err)
 	}
-	got, err := decodeDelta(&m)
+	got, err := DecodeDelta(&m)
 	return &m, got, err
 }
 
 // TestWireDeltaRoundTrip checks that counter deltas of every shape (no
 // rules, several rules and keys, windows far apart on either side of the
-// base, openings present or not) come back equal after encodeDelta,
-// marshalling, unmarshalling and decodeDelta; that an entry without Opens
+// base, openings present or not) come back equal after EncodeDelta,
+// marshalling, unmarshalling and DecodeDelta; that an entry without Opens
 // carries no opening field at all; and that Opens with a zero Opening
 // survives as Opens.
 func TestWireDeltaRoundTrip(t *testing.T) {
 	for _, tt := range wireDeltaCases() {
 		t.Run(tt.name, func(t *testing.T) {
-			enc := encodeDelta(&tt.in)
+			enc := EncodeDelta(&tt.in)
 			for i, rd := range tt.in.Rules {
 				for j, e := range rd.Entries {
 					we := enc.GetRules()[i].GetEntries()[j]
@@ -148,7 +146,7 @@ func TestWireDeltaRoundTrip(t *testing.T) {
 
 			m, got, err := wireTrip(t, &tt.in)
 			if err != nil {
-				t.Fatalf("decodeDelta: %v", err)
+				t.Fatalf("DecodeDelta: %v", err)
 			}
 			for i, rd := range tt.in.Rules {
 				for j, e := range rd.Entries {
@@ -189,9 +187,9 @@ func TestWireDeltaOpeningNeedsOpens(t *testing.T) {
 	}
 }
 
-// TestWireDecodeDeltaRejects checks that decodeDelta refuses every kind of
+// TestWireDecodeDeltaRejects checks that DecodeDelta refuses every kind of
 // malformed message wire.go guards against, with an error that wraps
-// errBadDelta and names what is wrong, and returns no delta with it.
+// ErrBadDelta and names what is wrong, and returns no delta with it.
 func TestWireDecodeDeltaRejects(t *testing.T) {
 	from := &sluicev1.Incarnation{Node: "peer", Boot: 7}
 	u := func(v uint64) *uint64 { return &v }
@@ -204,7 +202,7 @@ func TestWireDecodeDeltaRejects(t *testing.T) {
 		return &sluicev1.Delta{From: from, Incarnations: []*sluicev1.Incarnation{from},
 			Rules: []*sluicev1.RuleDelta{{Rule: "api", BaseWindow: 100, Entries: []*sluicev1.Entry{e}}}}
 	}
-	if _, err := decodeDelta(one(nil)); err != nil {
+	if _, err := DecodeDelta(one(nil)); err != nil {
 		t.Fatalf("the valid base message is refused: %v", err)
 	}
 	tooMany := make([]*sluicev1.Incarnation, maxIncarnationsPerDelta+1)
@@ -213,7 +211,7 @@ func TestWireDecodeDeltaRejects(t *testing.T) {
 	}
 	atMost := make([]*sluicev1.Incarnation, maxIncarnationsPerDelta)
 	copy(atMost, tooMany)
-	if _, err := decodeDelta(&sluicev1.Delta{From: from, Incarnations: atMost}); err != nil {
+	if _, err := DecodeDelta(&sluicev1.Delta{From: from, Incarnations: atMost}); err != nil {
 		t.Fatalf("%d incarnations are refused: %v", maxIncarnationsPerDelta, err)
 	}
 
@@ -295,15 +293,15 @@ func TestWireDecodeDeltaRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := decodeDelta(tt.msg)
+			d, err := DecodeDelta(tt.msg)
 			if err == nil {
-				t.Fatalf("decodeDelta accepted it: %+v", d)
+				t.Fatalf("DecodeDelta accepted it: %+v", d)
 			}
-			if !errors.Is(err, errBadDelta) {
-				t.Errorf("error %q does not wrap errBadDelta", err)
+			if !errors.Is(err, ErrBadDelta) {
+				t.Errorf("error %q does not wrap ErrBadDelta", err)
 			}
 			if d != nil {
-				t.Errorf("decodeDelta returned %+v with its error", d)
+				t.Errorf("DecodeDelta returned %+v with its error", d)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
@@ -314,13 +312,13 @@ func TestWireDecodeDeltaRejects(t *testing.T) {
 	}
 }
 
-// FuzzDecodeDelta checks that decodeDelta never panics on any message a
+// FuzzDecodeDelta checks that DecodeDelta never panics on any message a
 // peer, the saved counts or a strict log entry could hold, that every error
-// wraps errBadDelta, and that whatever it accepts survives encodeDelta and
+// wraps ErrBadDelta, and that whatever it accepts survives EncodeDelta and
 // the wire and decodes again to the same delta.
 func FuzzDecodeDelta(f *testing.F) {
 	for _, tt := range wireDeltaCases() {
-		b, err := proto.Marshal(encodeDelta(&tt.in))
+		b, err := proto.Marshal(EncodeDelta(&tt.in))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -359,19 +357,19 @@ func FuzzDecodeDelta(f *testing.F) {
 		if err := proto.Unmarshal(data, &m); err != nil {
 			t.Skip()
 		}
-		d, err := decodeDelta(&m)
+		d, err := DecodeDelta(&m)
 		if err != nil {
-			if !errors.Is(err, errBadDelta) {
-				t.Fatalf("error %q does not wrap errBadDelta", err)
+			if !errors.Is(err, ErrBadDelta) {
+				t.Fatalf("error %q does not wrap ErrBadDelta", err)
 			}
 			if d != nil {
-				t.Fatalf("decodeDelta returned %+v with error %v", d, err)
+				t.Fatalf("DecodeDelta returned %+v with error %v", d, err)
 			}
 			return
 		}
 		_, again, err := wireTrip(t, d)
 		if err != nil {
-			t.Fatalf("accepted delta %+v does not decode after encodeDelta: %v", d, err)
+			t.Fatalf("accepted delta %+v does not decode after EncodeDelta: %v", d, err)
 		}
 		if g, w := normDelta(again), normDelta(d); !reflect.DeepEqual(g, w) {
 			t.Fatalf("decode(encode(decode(data))) differs:\n got %+v\nwant %+v", g, w)
@@ -379,18 +377,19 @@ func FuzzDecodeDelta(f *testing.F) {
 	})
 }
 
-// FuzzDecodeRules checks that decodeRules, which reads the strict rules of
+// FuzzDecodeRules checks that DecodeRules, which reads the strict rules of
 // raft log entries and snapshots, never panics, returns only rules that
-// validate, and that what it accepts survives encodeRules and the wire.
+// validate, and that what it accepts survives EncodeRules and the wire.
 func FuzzDecodeRules(f *testing.F) {
 	for _, rules := range [][]window.Rule{
 		nil,
-		linearRules(),
+		{{Name: "lin-sliding", Count: 60, Window: 2 * time.Second, Type: window.Sliding, SyncInterval: window.Strict},
+			{Name: "lin-fixed", Count: 40, Window: 1500 * time.Millisecond, Type: window.Fixed, SyncInterval: window.Strict}},
 		{{Name: "batched", Count: 1 << 40, Window: time.Hour, Type: window.Fixed, SyncInterval: 10 * time.Millisecond,
 			Allocation: window.Classic}},
 		{{Name: "a:b.c-d_e", Count: 1, Window: time.Millisecond, SyncInterval: window.Strict, FailMode: window.FailClosed}},
 	} {
-		b, err := proto.Marshal(encodeRules(rules))
+		b, err := proto.Marshal(EncodeRules(rules))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -416,22 +415,22 @@ func FuzzDecodeRules(f *testing.F) {
 		if err := proto.Unmarshal(data, &m); err != nil {
 			t.Skip()
 		}
-		rules, err := decodeRules(&m)
+		rules, err := DecodeRules(&m)
 		if err != nil {
 			if rules != nil {
-				t.Fatalf("decodeRules returned %+v with error %v", rules, err)
+				t.Fatalf("DecodeRules returned %+v with error %v", rules, err)
 			}
 			return
 		}
 		if len(rules) != len(m.GetRules()) {
-			t.Fatalf("decodeRules returned %d rules of %d", len(rules), len(m.GetRules()))
+			t.Fatalf("DecodeRules returned %d rules of %d", len(rules), len(m.GetRules()))
 		}
 		for i := range rules {
 			if err := rules[i].Validate(); err != nil {
 				t.Fatalf("accepted rule %d does not validate: %v", i, err)
 			}
 		}
-		b, err := proto.Marshal(encodeRules(rules))
+		b, err := proto.Marshal(EncodeRules(rules))
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
 		}
@@ -439,284 +438,12 @@ func FuzzDecodeRules(f *testing.F) {
 		if err := proto.Unmarshal(b, &back); err != nil {
 			t.Fatalf("unmarshal: %v", err)
 		}
-		again, err := decodeRules(&back)
+		again, err := DecodeRules(&back)
 		if err != nil {
-			t.Fatalf("accepted rules %+v do not decode after encodeRules: %v", rules, err)
+			t.Fatalf("accepted rules %+v do not decode after EncodeRules: %v", rules, err)
 		}
 		if !reflect.DeepEqual(again, rules) {
 			t.Fatalf("decode(encode(decode(data))) differs:\n got %+v\nwant %+v", again, rules)
 		}
 	})
-}
-
-// FuzzDecodeMeta checks that decodeMeta, which reads the metadata peers
-// gossip, never panics, and that what it accepts from at most maxMetaSize
-// bytes (memberlist's limit) encodes again and decodes to the same metadata.
-func FuzzDecodeMeta(f *testing.F) {
-	for _, m := range []nodeMeta{
-		{grpcAddr: "127.0.0.1:7946", boot: 1, rulesHash: 2},
-		{grpcAddr: "node-1.example:9000", boot: math.MaxUint64, rulesHash: math.MaxUint64, raftAddr: "[::1]:7000"},
-	} {
-		b, err := m.encode()
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	for _, m := range []*sluicev1.NodeMeta{
-		{},
-		{GrpcAddr: "no-port"},
-		{GrpcAddr: "h:1", RaftAddr: "h:99999"},
-		{GrpcAddr: strings.Repeat("h", 600) + ":1"},
-	} {
-		b, err := proto.Marshal(m)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Add([]byte{0x0a, 0x05, 'h', ':', '1'})
-	f.Add([]byte{0xff, 0xff})
-
-	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := decodeMeta(data)
-		if err != nil {
-			if m != (nodeMeta{}) {
-				t.Fatalf("decodeMeta returned %+v with error %v", m, err)
-			}
-			return
-		}
-		if m.grpcAddr == "" {
-			t.Fatal("accepted metadata has no gRPC address")
-		}
-		b, err := m.encode()
-		if err != nil {
-			if len(data) <= maxMetaSize {
-				t.Fatalf("metadata decoded from %d bytes does not encode: %v", len(data), err)
-			}
-			return
-		}
-		again, err := decodeMeta(b)
-		if err != nil {
-			t.Fatalf("accepted metadata %+v does not decode after encode: %v", m, err)
-		}
-		if again != m {
-			t.Fatalf("decode(encode(decode(data))) = %+v, want %+v", again, m)
-		}
-	})
-}
-
-// strictBatchSeeds are encoded strict log entries for the fuzz corpus.
-func strictBatchSeeds(tb testing.TB) [][]byte {
-	tb.Helper()
-	rules := linearRules()
-	seedFrom := counter.Incarnation{Node: "batched", Boot: 5}
-	seed := encodeDelta(&counter.Delta{From: seedFrom, Incarnations: []counter.Incarnation{seedFrom}, Full: true,
-		Rules: []counter.RuleDelta{{Rule: rules[0].Name, Entries: []counter.Entry{
-			{Key: "k0", Window: 1e9 / int64(rules[0].Window), Admitted: 7, Demand: 9},
-		}}}})
-	var out [][]byte
-	for _, b := range []*sluicev1.StrictBatch{
-		{},
-		{Now: 1e9, Rules: encodeRules(rules), Seed: seed, Checks: []*sluicev1.StrictCheck{
-			{Id: 1, Rule: rules[0].Name, Key: "k0", Hits: 1},
-			{Id: 2, Rule: rules[1].Name, Key: "k1", Hits: 40},
-			{Id: 3, Rule: rules[1].Name, Key: "k1", Hits: 1},
-		}},
-		{Now: 2e9, Checks: []*sluicev1.StrictCheck{
-			{Id: 4, Rule: rules[0].Name, Key: "k0", Hits: 0},
-			{Id: 5, Rule: rules[0].Name, Key: "", Hits: 1},
-			{Id: 6, Rule: rules[0].Name, Key: "k", Hits: -1},
-			{Id: 7, Rule: rules[0].Name, Key: "k", Hits: math.MaxInt64},
-			{Id: 8, Rule: "unknown", Key: "k", Hits: 1},
-		}},
-		{Now: math.MaxInt64, Rules: encodeRules(rules[:1]), Checks: []*sluicev1.StrictCheck{{Id: 9, Rule: rules[0].Name, Key: "k", Hits: 1}}},
-		{Now: math.MinInt64, Rules: &sluicev1.RuleSet{}, Seed: &sluicev1.Delta{}},
-		{Now: 5e9, Rules: &sluicev1.RuleSet{Rules: []*sluicev1.RuleSpec{
-			{Name: "b", Count: 3, WindowNs: 1e6, SyncIntervalNs: -1},
-			{Name: "b", Count: 3, WindowNs: 1e6, SyncIntervalNs: -1}}}},
-	} {
-		enc, err := proto.Marshal(b)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		out = append(out, enc)
-	}
-	return out
-}
-
-// snapshotBytes returns the encoded snapshot of f.
-func snapshotBytes(tb testing.TB, f *strictFSM) []byte {
-	tb.Helper()
-	s, err := f.Snapshot()
-	if err != nil {
-		tb.Fatalf("Snapshot: %v", err)
-	}
-	b, ok := s.(strictSnapshot)
-	if !ok {
-		tb.Fatalf("Snapshot returned a %T", s)
-	}
-	return b
-}
-
-// FuzzStrictFSMApplyBatch checks that the strict state machine never panics
-// on arbitrary raft log entries, returns one result per log (nil for the
-// entry that is not a command), one decision per check of each entry it
-// can decode, never lets time run back, and leaves a state whose snapshot
-// restores.
-func FuzzStrictFSMApplyBatch(f *testing.F) {
-	seeds := strictBatchSeeds(f)
-	for i, s := range seeds {
-		f.Add(s, seeds[(i+1)%len(seeds)])
-	}
-	f.Add([]byte{0xff}, []byte{})
-	f.Add([]byte("junk"), seeds[1])
-
-	f.Fuzz(func(t *testing.T, first, second []byte) {
-		fsm, err := newStrictFSM(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		logs := []*raft.Log{
-			{Index: 1, Term: 1, Type: raft.LogCommand, Data: first},
-			{Index: 2, Term: 1, Type: raft.LogNoop},
-			{Index: 3, Term: 1, Type: raft.LogCommand, Data: second},
-		}
-		out := fsm.ApplyBatch(logs)
-		if len(out) != len(logs) {
-			t.Fatalf("ApplyBatch returned %d results for %d logs", len(out), len(logs))
-		}
-		if out[1] != nil {
-			t.Fatalf("result for a no-op entry: %#v", out[1])
-		}
-		var last int64 = math.MinInt64
-		for _, i := range []int{0, 2} {
-			res, ok := out[i].(*strictResult)
-			if !ok || res == nil {
-				t.Fatalf("result %d is %#v, want a *strictResult", i, out[i])
-			}
-			var b sluicev1.StrictBatch
-			if perr := proto.Unmarshal(logs[i].Data, &b); perr != nil {
-				if res.err == nil {
-					t.Fatalf("entry %d does not unmarshal (%v) but got no error", i, perr)
-				}
-				continue
-			}
-			if res.err != nil {
-				t.Fatalf("entry %d unmarshals but got error %v", i, res.err)
-			}
-			if len(res.decisions) != len(b.GetChecks()) {
-				t.Fatalf("entry %d: %d decisions for %d checks", i, len(res.decisions), len(b.GetChecks()))
-			}
-			for j, d := range res.decisions {
-				if d == nil {
-					t.Fatalf("entry %d: decision %d is nil", i, j)
-				}
-				if d.GetId() != b.GetChecks()[j].GetId() {
-					t.Fatalf("entry %d: decision %d has id %d, want %d", i, j, d.GetId(), b.GetChecks()[j].GetId())
-				}
-				if d.GetDecidedAt() < b.GetNow() || d.GetDecidedAt() < last {
-					t.Fatalf("entry %d: decided at %d, before the entry's time %d or an earlier decision at %d",
-						i, d.GetDecidedAt(), b.GetNow(), last)
-				}
-				last = d.GetDecidedAt()
-			}
-		}
-		if now := fsm.time(); now < last {
-			t.Fatalf("state machine time %d is before its last decision at %d", now, last)
-		}
-
-		snap := snapshotBytes(t, fsm)
-		restored, err := newStrictFSM(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := restored.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
-			t.Fatalf("the snapshot of an applied state does not restore: %v", err)
-		}
-		if !reflect.DeepEqual(restored.ruleList(), fsm.ruleList()) || restored.time() != fsm.time() {
-			t.Fatalf("restored rules %+v at %d, want %+v at %d", restored.ruleList(), restored.time(), fsm.ruleList(), fsm.time())
-		}
-	})
-}
-
-// FuzzStrictFSMRestore checks that restoring the strict state machine from
-// arbitrary snapshot bytes never panics, leaves the state as it was when it
-// fails, and when it succeeds gives a state that decides and whose own
-// snapshot restores again.
-func FuzzStrictFSMRestore(f *testing.F) {
-	base, err := newStrictFSM(linearRules())
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(snapshotBytes(f, base))
-	for _, s := range strictBatchSeeds(f) {
-		base.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: s}})
-		f.Add(snapshotBytes(f, base))
-	}
-	over := uint64(maxCount + 1)
-	for _, s := range []*sluicev1.StrictSnapshot{
-		{},
-		{Now: 1, Counts: &sluicev1.Delta{From: &sluicev1.Incarnation{Node: "strict"}}},
-		{Now: 1, Counts: &sluicev1.Delta{From: &sluicev1.Incarnation{Node: "strict"}},
-			Rules: &sluicev1.RuleSet{Rules: []*sluicev1.RuleSpec{{Name: "bad"}}}},
-		{Now: -1, Counts: &sluicev1.Delta{From: &sluicev1.Incarnation{Node: "s"}, Incarnations: []*sluicev1.Incarnation{{Node: "s"}},
-			Rules: []*sluicev1.RuleDelta{{Rule: "lin-fixed", BaseWindow: -5, Entries: []*sluicev1.Entry{
-				{Key: "k", Admitted: 3, Demand: 3, Opening: &over}}}}}},
-	} {
-		b, err := proto.Marshal(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Add([]byte{0x12, 0x7f})
-
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fsm, err := newStrictFSM(linearRules())
-		if err != nil {
-			t.Fatal(err)
-		}
-		check, err := proto.Marshal(&sluicev1.StrictBatch{Now: 3e9, Checks: []*sluicev1.StrictCheck{
-			{Id: 1, Rule: "lin-sliding", Key: "k0", Hits: 1}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fsm.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: check}})
-		rulesBefore, timeBefore, snapBefore := fsm.ruleList(), fsm.time(), snapshotBytes(t, fsm)
-
-		if err := fsm.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
-			if !reflect.DeepEqual(fsm.ruleList(), rulesBefore) || fsm.time() != timeBefore ||
-				!bytes.Equal(snapshotBytes(t, fsm), snapBefore) {
-				t.Fatalf("a failed Restore (%v) changed the state", err)
-			}
-			return
-		}
-		for _, r := range fsm.ruleList() {
-			if err := r.Validate(); err != nil {
-				t.Fatalf("restored rule %q does not validate: %v", r.Name, err)
-			}
-			res := fsm.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: mustMarshalBatch(t, &sluicev1.StrictBatch{
-				Now: fsm.time(), Checks: []*sluicev1.StrictCheck{{Id: 2, Rule: r.Name, Key: "k0", Hits: 1}}})}).(*strictResult)
-			if res.err != nil || len(res.decisions) != 1 || res.decisions[0].GetError() != "" {
-				t.Fatalf("restored rule %q does not decide: %v %+v", r.Name, res.err, res.decisions)
-			}
-		}
-		again, err := newStrictFSM(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := again.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, fsm)))); err != nil {
-			t.Fatalf("the snapshot of a restored state does not restore: %v", err)
-		}
-	})
-}
-
-func mustMarshalBatch(tb testing.TB, b *sluicev1.StrictBatch) []byte {
-	tb.Helper()
-	out, err := proto.Marshal(b)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package cluster
+package wire
 
 import (
 	"fmt"
@@ -9,19 +9,19 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-// encodeRules puts rules on the wire.
-func encodeRules(rules []window.Rule) *sluicev1.RuleSet {
+// EncodeRules puts rules on the wire.
+func EncodeRules(rules []window.Rule) *sluicev1.RuleSet {
 	out := &sluicev1.RuleSet{Rules: make([]*sluicev1.RuleSpec, len(rules))}
 	for i, r := range rules {
 		out.Rules[i] = &sluicev1.RuleSpec{Name: r.Name, Count: r.Count, WindowNs: int64(r.Window),
 			Type: uint32(r.Type), SyncIntervalNs: int64(r.SyncInterval),
-			Allocation: allocationWire(r.Allocation), FailMode: uint32(r.FailMode)}
+			Allocation: AllocationNumber(r.Allocation), FailMode: uint32(r.FailMode)}
 	}
 	return out
 }
 
-// decodeRules reads rules from the wire and validates each; it never panics.
-func decodeRules(m *sluicev1.RuleSet) ([]window.Rule, error) {
+// DecodeRules reads rules from the wire and validates each; it never panics.
+func DecodeRules(m *sluicev1.RuleSet) ([]window.Rule, error) {
 	out := make([]window.Rule, len(m.GetRules()))
 	for i, s := range m.GetRules() {
 		if s.GetType() > math.MaxUint8 || s.GetFailMode() > math.MaxUint8 {
@@ -51,8 +51,8 @@ const (
 	wireOwner    uint32 = 2
 )
 
-// allocationWire is a's number on the wire and in the rules hash.
-func allocationWire(a window.Allocation) uint32 {
+// AllocationNumber is a's number on the wire and in the rules hash.
+func AllocationNumber(a window.Allocation) uint32 {
 	switch a {
 	case window.Adaptive:
 		return wireAdaptive
