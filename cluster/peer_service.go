@@ -81,7 +81,9 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 		n.borrows.heardFrom(d.From)
 		res, err := n.replica.Receive(n.now(), d)
 		n.changed.Store(true)
-		n.noteOutside(d)
+		if n.strict != nil {
+			n.strict.Received(d)
+		}
 		if err != nil {
 			n.metrics.DeltasRejected.Add(1)
 			n.log.Warn("rejected a delta", "err", err)

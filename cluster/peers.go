@@ -114,10 +114,10 @@ func (ps *peerSet) update(live []peerInfo) {
 	ps.n.replica.SetPeers(incs)
 	ps.n.metrics.Peers.Store(int64(len(ps.peers)))
 	ps.n.rescheduleTicks()
-	if g := ps.n.strictG.Load(); g != nil && changed {
+	if ps.n.strict != nil && changed {
 		// Strict mode waits on the members: for a group to bootstrap, for
 		// voters to replace, for the peers a lone node waits on.
-		g.changes.notify()
+		ps.n.strict.MembersChanged()
 	}
 }
 
@@ -193,18 +193,6 @@ func (ps *peerSet) byName(name string) *peer {
 	defer ps.mu.Unlock()
 	for inc, p := range ps.peers {
 		if inc.Node == name {
-			return p
-		}
-	}
-	return nil
-}
-
-// byRaftID returns the live peer with the given strict server ID, or nil.
-func (ps *peerSet) byRaftID(id string) *peer {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	for _, p := range ps.peers {
-		if p.info.raftID == id {
 			return p
 		}
 	}
