@@ -27,7 +27,11 @@
 // A rule (window.Rule) is Count hits per key per Window, in a sliding window
 // unless Type says Fixed. Its SyncInterval says how a fleet shares it: left
 // at zero, nodes count locally and sync every window.DefaultSyncInterval
-// (batched); window.Strict decides every check through a Raft log (exact).
+// (batched); window.Strict decides every check through a Raft log (exact),
+// which needs strict mode: Config.Strict set to strict.Mode{} from package
+// cluster/strict. Without it a strict rule fails Start and Reload with
+// ErrStrictNotEnabled, and a program whose rules are all batched links no
+// Raft.
 // Allocation says how a batched rule's count is divided between syncs;
 // window.Owner, the zero value, gives each key an owner that grants the
 // others their parts.
@@ -45,4 +49,25 @@
 // (proto/sluice/v1). The agent's YAML config file is read by package
 // cluster/configfile, which this package does not import: embedding a node
 // links no YAML parser.
+//
+// # Layout
+//
+// This package is the node: Start, Allow, Reload and Close (node.go), the
+// per-rule handle and its reservations (limiter.go, reservation.go), the
+// decision it answers with (decision.go), the owner round trip of a check
+// (borrow.go), peers and their sync streams
+// (peers.go, peer_service.go), membership (membership.go, meta.go,
+// reconnect.go, restart_detect.go), the clock and skew (clock.go,
+// clockskew.go), persistence (persist.go), the gRPC server and its Limiter
+// service (server.go, limiter_service.go), metrics and HTTP. Strict mode
+// is package cluster/strict; the node reaches it only through the
+// interfaces of cluster/internal/strictapi (strictmode.go), and the two
+// share the codecs of cluster/internal/wire. Neither imports the other.
+//
+// At about 3,500 lines it is larger than the project's other packages
+// because all of that is one node's state: the peers a check's owner is
+// found among are the members gossip reports, the sync streams carry the
+// borrow round trips, and Close stops them in one order. Each part is a
+// file of its own; the parts that stand alone (the config file, strict
+// mode, the codecs) are packages.
 package cluster

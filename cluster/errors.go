@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 
+	"github.com/sluicehq/sluice/cluster/internal/strictapi"
 	"github.com/sluicehq/sluice/counter"
 	"github.com/sluicehq/sluice/window"
 )
@@ -16,7 +17,11 @@ var (
 	// leader but whose log entry may or may not have committed (leadership
 	// was lost, or the check's deadline passed, mid-flight). The check may
 	// have been spent; the caller decides whether to retry.
-	ErrOutcomeUnknown = errors.New("sluice: strict check outcome unknown")
+	ErrOutcomeUnknown = strictapi.ErrOutcomeUnknown
+	// ErrStrictNotEnabled: Start or Reload was given a strict rule (sync
+	// interval window.Strict) while Config.Strict is nil; the error names
+	// the rule. Set Config.Strict to strict.Mode{} (package cluster/strict).
+	ErrStrictNotEnabled = errors.New("strict mode is not enabled")
 
 	// ErrUnknownRule: the check names no rule the node has.
 	ErrUnknownRule = counter.ErrUnknownRule

@@ -1,11 +1,8 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"github.com/hashicorp/go-sockaddr"
-	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -14,7 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-sockaddr"
 	"github.com/hashicorp/memberlist"
+
+	"github.com/sluicehq/sluice/cluster/internal/liblog"
 )
 
 // membership runs memberlist for the node: it gossips the node's metadata
@@ -81,8 +81,8 @@ func (m *membership) members() []memberCopy {
 // setMeta encodes the node's current metadata for gossip.
 func (m *membership) setMeta() error {
 	raftAddr, raftID := "", ""
-	if g := m.n.strictG.Load(); g != nil {
-		raftAddr, raftID = g.addr, string(g.id)
+	if m.n.strict != nil {
+		raftAddr, raftID = m.n.strict.Member()
 	}
 	meta, err := nodeMeta{grpcAddr: m.grpcAddr, boot: m.n.self.Boot, rulesHash: m.n.rulesHash(), raftAddr: raftAddr,
 		raftID: raftID}.encode()
@@ -153,9 +153,9 @@ func newMembership(n *Node) (*membership, error) {
 	mc.Ping = m
 	// A restarted node may come back on another address under its name.
 	mc.DeadNodeReclaimTime = time.Second
-	mc.Logger = log.New(&levelLog{log: n.log.With("component", "memberlist"), quietWarn: true}, "", 0)
-	if n.cfg.gossipTuning != nil {
-		n.cfg.gossipTuning(mc)
+	mc.Logger = log.New(&liblog.Writer{Log: n.log.With("component", "memberlist"), QuietWarn: true}, "", 0)
+	if n.cfg.GossipTuning != nil {
+		n.cfg.GossipTuning(mc)
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -351,37 +351,6 @@ func (m *membership) NotifyLeave(n *memberlist.Node) { m.forget(n); m.signal() }
 // NotifyUpdate records a member whose metadata changed (new rules, a
 // restart).
 func (m *membership) NotifyUpdate(n *memberlist.Node) { m.remember(n); m.signal() }
-
-// levelLog turns a library's log lines ("[LEVEL] …", as memberlist and
-// hclog write them) into slog records.
-type levelLog struct {
-	log *slog.Logger
-	// quietWarn keeps a library's warnings below the node's own: memberlist
-	// warns of peers coming and going, which the node reports itself.
-	quietWarn bool
-}
-
-func (w *levelLog) Write(p []byte) (int, error) {
-	line := string(bytes.TrimSpace(p))
-	level := slog.LevelInfo
-	for _, l := range []struct {
-		prefix string
-		level  slog.Level
-	}{{"[TRACE]", slog.LevelDebug - 4}, {"[DEBUG]", slog.LevelDebug}, {"[INFO]", slog.LevelInfo},
-		{"[WARN]", slog.LevelWarn}, {"[ERR]", slog.LevelError}, {"[ERROR]", slog.LevelError}} {
-		if rest, ok := strings.CutPrefix(line, l.prefix); ok {
-			line, level = strings.TrimSpace(rest), l.level
-			break
-		}
-	}
-	if w.quietWarn && level == slog.LevelWarn {
-		level = slog.LevelInfo
-	}
-	w.log.Log(context.Background(), level, line)
-	return len(p), nil
-}
-
-var _ io.Writer = (*levelLog)(nil)
 
 // privateIP is the address memberlist advertises for a wildcard bind.
 func privateIP() (string, error) { return sockaddr.GetPrivateIP() }

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"math"
 
+	"github.com/sluicehq/sluice/cluster/internal/wire"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 	"github.com/sluicehq/sluice/window"
 	"google.golang.org/protobuf/proto"
@@ -64,7 +65,7 @@ func rulesHash(rules []window.Rule) uint64 {
 		h.Write([]byte(r.Name))
 		var b [8]byte
 		for _, v := range []uint64{uint64(r.Count), uint64(r.Window), uint64(r.Type), uint64(r.SyncInterval),
-			uint64(allocationWire(r.Allocation)), uint64(r.FailMode)} {
+			uint64(wire.AllocationNumber(r.Allocation)), uint64(r.FailMode)} {
 			binary.LittleEndian.PutUint64(b[:], v)
 			h.Write(b[:])
 		}

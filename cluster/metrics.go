@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+
+	"github.com/sluicehq/sluice/cluster/internal/strictapi"
 )
 
 // Metrics are a node's counters and gauges as of one moment, read with
@@ -64,9 +66,7 @@ type counters struct {
 	Reconnects                                                       atomic.Int64
 	DeltasSent, EntriesSent, BytesSent, DeltasDropped, StreamResets  atomic.Int64
 	DeltasReceived, EntriesMerged, DeltasRejected, UnknownRuleDeltas atomic.Int64
-	StrictEntries, StrictChecks, StrictFailovers                     atomic.Int64
-	StrictInFlightFailovers                                          atomic.Int64
-	StrictRecoveries                                                 atomic.Int64
+	strictapi.Counters                                               // strict mode's, which it updates itself
 	Borrows, BorrowTimeouts                                          atomic.Int64
 }
 

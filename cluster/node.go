@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-	"github.com/hashicorp/raft"
 
+	"github.com/sluicehq/sluice/cluster/internal/strictapi"
 	"github.com/sluicehq/sluice/counter"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/window"
@@ -29,8 +29,13 @@ type Config struct {
 	Name string
 	// Rules are the limits the node enforces. A rule that sets no
 	// SyncInterval is batched at window.DefaultSyncInterval (see
-	// window.Rule.WithDefaults).
+	// window.Rule.WithDefaults); a strict one needs Strict.
 	Rules []window.Rule
+	// Strict switches strict mode on: set it to strict.Mode{} from package
+	// cluster/strict to let rules be strict (SyncInterval window.Strict).
+	// Nil, a strict rule fails Start and Reload with ErrStrictNotEnabled,
+	// and the node links no Raft.
+	Strict StrictMode
 
 	// GRPCAddr is where the node serves the Limiter and Peer gRPC APIs
 	// (HOST:PORT; port 0 picks a free one). Required in a cluster; empty
@@ -112,17 +117,12 @@ type Config struct {
 	// Fault tests run nodes on a network that partitions, drops and delays.
 	Network Network
 
-	// gossipTuning, set only by tests, adjusts memberlist's timings (a
-	// failure timeout of seconds rather than tens of seconds).
-	gossipTuning func(*memberlist.Config)
-
-	// strictOverAdmit, set only by tests, makes the strict state machine
-	// admit that many hits past the count: a deliberately broken FSM that
-	// the linearizability checker must catch.
-	strictOverAdmit int64
-	// strictRetry, set only by tests, replaces strictRetryPause: a test
-	// that sets it to hours shows a check waits for no such pause.
-	strictRetry time.Duration
+	// GossipTuning, when set, adjusts the memberlist configuration the
+	// node has filled in, before memberlist starts: its timings (fault
+	// tests declare a silent member dead in a second rather than tens of
+	// seconds). It must leave the name, addresses, delegates and transport
+	// as they are.
+	GossipTuning func(*memberlist.Config)
 }
 
 // Node is one running sluice node.
@@ -138,16 +138,15 @@ type Node struct {
 	replica *counter.Replica
 	metrics *counters
 
-	store   *store.Store                // nil without DataDir
-	server  *server                     // nil without GRPCAddr
-	members *membership                 // nil without BindAddr
-	strictG atomic.Pointer[strictGroup] // nil until the node has a strict rule
+	store   *store.Store     // nil without DataDir
+	server  *server          // nil without GRPCAddr
+	members *membership      // nil without BindAddr
+	strict  strictapi.Engine // nil without Config.Strict
 	peers   *peerSet
 	borrows borrows
 
-	cancel  context.CancelFunc
-	loopCtx context.Context // lives until Close; owns the node's loops
-	done    <-chan struct{} // closed when the node starts closing
+	cancel context.CancelFunc
+	done   <-chan struct{} // closed when the node starts closing
 
 	changed atomic.Bool // counts changed since the last save
 
@@ -188,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.replica = replica
 	loopCtx, cancel := context.WithCancel(context.Background())
-	n.cancel, n.done, n.loopCtx = cancel, loopCtx.Done(), loopCtx
+	n.cancel, n.done = cancel, loopCtx.Done()
 	n.peers = newPeerSet(n, loopCtx)
 	if err := n.start(ctx, loopCtx); err != nil {
 		return nil, errors.Join(err, n.Close())
@@ -201,6 +200,9 @@ func (cfg *Config) defaults() error {
 		return errors.New("sluice: config has no rules")
 	}
 	cfg.Rules = window.WithDefaults(cfg.Rules)
+	if err := strictEnabled(cfg.Rules, cfg.Strict); err != nil {
+		return fmt.Errorf("sluice: %w", err)
+	}
 	if cfg.Name == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" {
@@ -279,12 +281,10 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 		}
 		n.server = srv
 	}
-	if hasStrict(n.cfg.Rules) {
-		g, err := newStrictGroup(ctx, n, n.cfg.Rules)
-		if err != nil {
+	if n.cfg.Strict != nil {
+		if err := n.openStrict(ctx); err != nil {
 			return err
 		}
-		n.strictG.Store(g)
 	}
 	if n.cfg.BindAddr != "" {
 		m, err := newMembership(n)
@@ -307,16 +307,11 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 		m.join(joinCtx)
 		n.pullState(joinCtx)
 	}
-	if g := n.strictG.Load(); g != nil {
-		// Started once membership exists: the group finds its voters there.
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			g.run(loopCtx)
-		}()
+	if n.strict != nil {
+		// Served once membership exists: the group finds its voters there.
 		waitCtx, cancel := context.WithTimeout(ctx, n.cfg.JoinTimeout)
 		defer cancel()
-		g.waitLeader(waitCtx)
+		n.strict.Serve(waitCtx)
 	}
 	n.wg.Add(1)
 	go n.tickLoop(loopCtx)
@@ -325,15 +320,6 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 		go n.persistLoop(loopCtx)
 	}
 	return nil
-}
-
-func hasStrict(rules []window.Rule) bool {
-	for _, r := range rules {
-		if r.IsStrict() {
-			return true
-		}
-	}
-	return false
 }
 
 func newBootID() uint64 {
@@ -406,12 +392,8 @@ func (n *Node) allow(ctx context.Context, rule, key string, hits int64, tk *coun
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if g := n.strictG.Load(); g != nil {
-		if r, ok := (*g.rules.Load())[rule]; ok {
-			if err := n.replica.Check(rule, key, hits); err != nil {
-				return err
-			}
-			d, err := g.check(ctx, r, key, hits)
+	if n.strict != nil {
+		if d, ok, err := n.strict.Allow(ctx, rule, key, hits); ok {
 			out.from(&d)
 			return err
 		}
@@ -467,8 +449,8 @@ func (n *Node) Close() error {
 		if n.server != nil {
 			n.server.stop(n.cfg.ShutdownTimeout)
 		}
-		if g := n.strictG.Load(); g != nil {
-			g.close()
+		if n.strict != nil {
+			n.strict.Close()
 		}
 		if n.store != nil {
 			errs = append(errs, n.persist(), n.store.Close())
@@ -493,8 +475,8 @@ func (n *Node) Kill() {
 		if n.server != nil {
 			n.server.stop(0)
 		}
-		if g := n.strictG.Load(); g != nil {
-			g.close()
+		if n.strict != nil {
+			n.strict.Close()
 		}
 		if n.store != nil {
 			n.store.Close()
@@ -503,13 +485,14 @@ func (n *Node) Kill() {
 	})
 }
 
-// stopStrictRaft shuts strict mode's Raft down before the node waits for
-// its loops: a loop waiting on a Raft future (an entry that cannot commit
-// while a partition holds) is then answered with ErrRaftShutdown instead
-// of holding Close or Kill until the partition heals.
+// stopStrictRaft shuts strict mode's Raft down, and its loops, before the
+// node waits for its own: a loop waiting on a Raft future (an entry that
+// cannot commit while a partition holds) is then answered with
+// ErrRaftShutdown instead of holding Close or Kill until the partition
+// heals.
 func (n *Node) stopStrictRaft() {
-	if g := n.strictG.Load(); g != nil {
-		g.shutdown()
+	if n.strict != nil {
+		n.strict.Stop()
 	}
 }
 
@@ -554,22 +537,18 @@ func (n *Node) Reload(ctx context.Context, rules []window.Rule) error {
 		return errors.New("sluice: reload has no rules")
 	}
 	rules = window.WithDefaults(rules)
+	if err := strictEnabled(rules, n.cfg.Strict); err != nil {
+		return fmt.Errorf("sluice: reload: %w", err)
+	}
 	n.rulesMu.Lock()
 	defer n.rulesMu.Unlock()
 	now := n.now()
 	if err := n.replica.SetRules(rules, now); err != nil {
 		return fmt.Errorf("sluice: reload: %w", err)
 	}
-	g := n.strictG.Load()
-	if g == nil && hasStrict(rules) {
-		started, err := n.startStrict(ctx, rules)
-		if err != nil {
+	if n.strict != nil {
+		if err := n.strict.SetRules(ctx, rules); err != nil {
 			return fmt.Errorf("sluice: reload: %w", err)
-		}
-		g = started
-	} else if g != nil {
-		if err := g.setRules(rules, now); err != nil {
-			return err
 		}
 	}
 	n.cfg.Rules = append([]window.Rule(nil), rules...)
@@ -580,28 +559,12 @@ func (n *Node) Reload(ctx context.Context, rules []window.Rule) error {
 			n.log.Warn("gossiping the new rules", "err", err)
 		}
 	}
-	if g != nil && g.raft.State() == raft.Leader {
-		g.syncRules(ctx)
+	if n.strict != nil {
+		n.strict.SyncRules(ctx)
 	}
 	n.rescheduleTicks()
 	n.log.Info("rules reloaded", "rules", len(rules))
 	return nil
-}
-
-// startStrict starts the strict group when a reload brings the first strict
-// rule.
-func (n *Node) startStrict(ctx context.Context, rules []window.Rule) (*strictGroup, error) {
-	g, err := newStrictGroup(ctx, n, rules)
-	if err != nil {
-		return nil, err
-	}
-	n.strictG.Store(g)
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		g.run(n.loopCtx)
-	}()
-	return g, nil
 }
 
 // rescheduleTicks makes the tick loop recompute when its next round is due.

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/cluster/internal/wire"
 	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 )
@@ -37,7 +38,7 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 	defer cancel()
 	go func() {
 		for {
-			// Read in the wire form, which parseDelta reads straight into a
+			// Read in the wire form, which wire.ParseDelta reads straight into a
 			// counter delta; the server's codec passes it through.
 			var raw rawDelta
 			err := stream.RecvMsg(&raw)
@@ -67,7 +68,7 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 			return err
 		}
 		received++
-		d, sentAt, err := parseDelta(msg)
+		d, sentAt, err := wire.ParseDelta(msg)
 		if err != nil {
 			n.metrics.DeltasRejected.Add(1)
 			n.log.Warn("rejected a delta", "err", err)
@@ -80,7 +81,9 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 		n.borrows.heardFrom(d.From)
 		res, err := n.replica.Receive(n.now(), d)
 		n.changed.Store(true)
-		n.noteOutside(d)
+		if n.strict != nil {
+			n.strict.Received(d)
+		}
 		if err != nil {
 			n.metrics.DeltasRejected.Add(1)
 			n.log.Warn("rejected a delta", "err", err)
@@ -110,7 +113,7 @@ func (s *peerService) Pull(req *sluicev1.PullRequest, stream sluicev1.Peer_PullS
 	// only a floor under them.
 	chunks := append(splitDelta(snap, pullChunk), splitDelta(n.replica.Views(now), pullChunk)...)
 	for _, chunk := range chunks {
-		if err := stream.Send(encodeDelta(chunk)); err != nil {
+		if err := stream.Send(wire.EncodeDelta(chunk)); err != nil {
 			return err
 		}
 	}

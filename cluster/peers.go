@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluicehq/sluice/cluster/internal/wire"
 	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 )
@@ -63,7 +64,7 @@ type queued struct {
 // newQueued puts d, sent at sentAt on this node's own clock, in its wire
 // form for a peer's queue.
 func newQueued(d *counter.Delta, sentAt, at int64) queued {
-	return queued{msg: appendDelta(make([]byte, 0, deltaCap(d)), d, sentAt), entries: d.Size(), at: at}
+	return queued{msg: wire.AppendDelta(make([]byte, 0, wire.DeltaCap(d)), d, sentAt), entries: d.Size(), at: at}
 }
 
 // peerQueue is how many deltas may wait for a slow peer.
@@ -113,10 +114,10 @@ func (ps *peerSet) update(live []peerInfo) {
 	ps.n.replica.SetPeers(incs)
 	ps.n.metrics.Peers.Store(int64(len(ps.peers)))
 	ps.n.rescheduleTicks()
-	if g := ps.n.strictG.Load(); g != nil && changed {
+	if ps.n.strict != nil && changed {
 		// Strict mode waits on the members: for a group to bootstrap, for
 		// voters to replace, for the peers a lone node waits on.
-		g.changes.notify()
+		ps.n.strict.MembersChanged()
 	}
 }
 
@@ -192,18 +193,6 @@ func (ps *peerSet) byName(name string) *peer {
 	defer ps.mu.Unlock()
 	for inc, p := range ps.peers {
 		if inc.Node == name {
-			return p
-		}
-	}
-	return nil
-}
-
-// byRaftID returns the live peer with the given strict server ID, or nil.
-func (ps *peerSet) byRaftID(id string) *peer {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	for _, p := range ps.peers {
-		if p.info.raftID == id {
 			return p
 		}
 	}
@@ -366,7 +355,7 @@ func (n *Node) pullState(ctx context.Context) {
 }
 
 func (n *Node) pullFrom(ctx context.Context, p *peer) (int, error) {
-	stream, err := sluicev1.NewPeerClient(p.conn).Pull(ctx, &sluicev1.PullRequest{From: encodeInc(n.self)})
+	stream, err := sluicev1.NewPeerClient(p.conn).Pull(ctx, &sluicev1.PullRequest{From: wire.EncodeInc(n.self)})
 	if err != nil {
 		return 0, err
 	}
@@ -379,7 +368,7 @@ func (n *Node) pullFrom(ctx context.Context, p *peer) (int, error) {
 		if err != nil {
 			return got, err
 		}
-		d, err := decodeDelta(msg)
+		d, err := wire.DecodeDelta(msg)
 		if err != nil {
 			return got, err
 		}

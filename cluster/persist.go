@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/cluster/internal/wire"
 	"github.com/sluicehq/sluice/counter"
 	"time"
 
@@ -52,14 +53,14 @@ func (n *Node) persistLoop(ctx context.Context) {
 // restart keeps them.
 func (n *Node) persist() error {
 	at := n.now()
-	b, err := proto.Marshal(encodeDelta(n.replica.Snapshot(at)))
+	b, err := proto.Marshal(wire.EncodeDelta(n.replica.Snapshot(at)))
 	if err != nil {
 		return fmt.Errorf("sluice: save counts: %w", err)
 	}
 	if err := n.store.Set(countsKey, b); err != nil {
 		return fmt.Errorf("sluice: save counts: %w", err)
 	}
-	if b, err = proto.Marshal(encodeDelta(n.replica.Views(at))); err != nil {
+	if b, err = proto.Marshal(wire.EncodeDelta(n.replica.Views(at))); err != nil {
 		return fmt.Errorf("sluice: save views: %w", err)
 	}
 	if err := n.store.Set(viewsKey, b); err != nil {
@@ -85,7 +86,7 @@ func (n *Node) restore() error {
 		n.log.Warn("saved counts are unreadable; starting without them", "err", err)
 		return nil
 	}
-	d, err := decodeDelta(&msg)
+	d, err := wire.DecodeDelta(&msg)
 	if err != nil {
 		n.log.Warn("saved counts are malformed; starting without them", "err", err)
 		return nil
@@ -117,7 +118,7 @@ func (n *Node) restoreViews() {
 		n.log.Warn("saved views are unreadable; starting without them", "err", err)
 		return
 	}
-	d, err := decodeDelta(&msg)
+	d, err := wire.DecodeDelta(&msg)
 	if err == nil && d.Kind != counter.KindView {
 		err = fmt.Errorf("kind %d, want views", d.Kind)
 	}

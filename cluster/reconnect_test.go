@@ -28,7 +28,7 @@ func startHealing(t *testing.T, name, gossip string, join []string) *Node {
 		Name: name, GRPCAddr: "127.0.0.1:0", BindAddr: gossip, Join: join,
 		Rules:       []window.Rule{{Name: "r", Count: 10, Window: time.Minute, Type: window.Fixed, SyncInterval: 100 * time.Millisecond}},
 		JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second, Logger: testLogger(t),
-		ReconnectInterval: 200 * time.Millisecond, gossipTuning: fastGossip,
+		ReconnectInterval: 200 * time.Millisecond, GossipTuning: fastGossip,
 	})
 	if err != nil {
 		t.Fatalf("start %s: %v", name, err)

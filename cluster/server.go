@@ -15,7 +15,8 @@ import (
 )
 
 // server is the node's gRPC server: Limiter for clients, Peer for the
-// cluster, health and reflection for operators, all on one port.
+// cluster (and Strict, which strict mode registers), health and reflection
+// for operators, all on one port.
 type server struct {
 	grpc   *grpc.Server
 	health *health.Server
@@ -39,7 +40,6 @@ func newServer(ctx context.Context, n *Node) (*server, error) {
 	}
 	sluicev1.RegisterLimiterServer(s.grpc, NewLimiterService(n))
 	sluicev1.RegisterPeerServer(s.grpc, &peerService{node: n})
-	sluicev1.RegisterStrictServer(s.grpc, &strictService{node: n})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

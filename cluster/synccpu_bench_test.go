@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/cluster/internal/wire"
 	"github.com/sluicehq/sluice/counter"
 	"github.com/sluicehq/sluice/window"
 )
@@ -68,7 +69,7 @@ func BenchmarkSyncCPU(b *testing.B) {
 			// sent: node 0's share is timed, its peers' is not.
 			encode := func(d *counter.Delta) []byte { return newQueued(d, 1, 0).msg }
 			parse := func(msg []byte) *counter.Delta {
-				got, _, err := parseDelta(msg)
+				got, _, err := wire.ParseDelta(msg)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -98,15 +96,27 @@ func TestSetUint64GetUint64(t *testing.T) {
 	})
 }
 
+func TestGetUint64WrongSize(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		for _, val := range [][]byte{{}, {1, 2, 3}, make([]byte, 9)} {
+			if err := s.Set([]byte("k"), val); err != nil {
+				t.Fatalf("Set: %v", err)
+			}
+			if n, err := s.GetUint64([]byte("k")); !errors.Is(err, store.ErrCorrupt) {
+				t.Errorf("GetUint64 of %d-byte value = %d, %v; want ErrCorrupt", len(val), n, err)
+			}
+		}
+	})
+}
+
 func TestStableNotFound(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		s := b.open(t)
-		// Other keys and log entries must not make a missing key appear.
+		// Other keys must not make a missing key appear.
 		if err := s.Set([]byte("other"), []byte("v")); err != nil {
 			t.Fatalf("Set: %v", err)
 		}
-		storeLogs(t, s, testLogs(1, 3))
-
 		val, err := s.Get([]byte("bad"))
 		if err != store.ErrKeyNotFound || val != nil {
 			t.Errorf("Get(missing) = %q, %v; want nil, ErrKeyNotFound", val, err)
@@ -122,42 +132,29 @@ func TestStableNotFound(t *testing.T) {
 	})
 }
 
-func TestGetUint64WrongSize(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
-		s := b.open(t)
-		for _, val := range [][]byte{{}, {1, 2, 3}, make([]byte, 9)} {
-			if err := s.Set([]byte("k"), val); err != nil {
-				t.Fatalf("Set: %v", err)
-			}
-			if n, err := s.GetUint64([]byte("k")); !errors.Is(err, store.ErrCorrupt) {
-				t.Errorf("GetUint64 of %d-byte value = %d, %v; want ErrCorrupt", len(val), n, err)
-			}
-		}
-	})
-}
-
-func TestKeyspacesAreSeparate(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
-		s := b.open(t)
-		// Stable keys that look like log keys must not show up as entries.
-		for _, k := range [][]byte{{'l', 0, 0, 0, 0, 0, 0, 0, 1}, {0, 0, 0, 0, 0, 0, 0, 2}, []byte("l")} {
-			if err := s.Set(k, []byte("v")); err != nil {
-				t.Fatalf("Set(%x): %v", k, err)
-			}
-		}
-		if first, last := indexes(t, s); first != 0 || last != 0 {
-			t.Fatalf("first, last = %d, %d; want 0, 0", first, last)
-		}
-		if err := s.GetLog(1, new(raft.Log)); err != raft.ErrLogNotFound {
-			t.Fatalf("GetLog(1) = %v; want raft.ErrLogNotFound", err)
-		}
-		// And deleting every log entry must leave stable values alone.
-		storeLogs(t, s, testLogs(1, 5))
-		if err := s.DeleteRange(0, ^uint64(0)); err != nil {
-			t.Fatalf("DeleteRange: %v", err)
-		}
-		if v, err := s.Get([]byte("l")); err != nil || string(v) != "v" {
-			t.Fatalf("Get after DeleteRange = %q, %v; want \"v\", nil", v, err)
-		}
-	})
+func TestReopenKeepsValues(t *testing.T) {
+	dir := t.TempDir()
+	s, err := store.Open(dir)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if err := s.Set([]byte("counts"), []byte("v1")); err != nil {
+		t.Fatalf("Set: %v", err)
+	}
+	if err := s.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+		t.Fatalf("SetUint64: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if s, err = store.Open(dir); err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	if v, err := s.Get([]byte("counts")); err != nil || string(v) != "v1" {
+		t.Errorf("Get after reopen = %q, %v; want \"v1\", nil", v, err)
+	}
+	if n, err := s.GetUint64([]byte("CurrentTerm")); err != nil || n != 7 {
+		t.Errorf("GetUint64 after reopen = %d, %v; want 7, nil", n, err)
+	}
 }

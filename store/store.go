@@ -6,11 +6,12 @@ import (
 	"sync"
 
 	badger "github.com/dgraph-io/badger/v4"
-	"github.com/hashicorp/raft"
 )
 
-// Store is a Raft log store and stable store backed by one Badger database.
-// It is safe for concurrent use. Close it to release the database.
+// Store is one Badger database: a stable keyspace of small named values
+// (Set, Get), and room for the keyspaces of packages built on it (the Raft
+// log of package raftstore), which reach the database through Do. It is
+// safe for concurrent use. Close it to release the database.
 type Store struct {
 	db *badger.DB
 
@@ -21,12 +22,6 @@ type Store struct {
 	mu     sync.RWMutex
 	closed bool
 }
-
-// Compile-time proof that Store is what Raft needs.
-var (
-	_ raft.LogStore    = (*Store)(nil)
-	_ raft.StableStore = (*Store)(nil)
-)
 
 var (
 	// ErrKeyNotFound is returned by Get and GetUint64 when the key has never
@@ -39,8 +34,9 @@ var (
 	ErrClosed = errors.New("store: closed")
 
 	// ErrCorrupt is wrapped by errors reporting stored data that cannot be
-	// decoded: an unknown log encoding version, a truncated entry, a log
-	// entry stored under the wrong index, or a uint64 value of the wrong size.
+	// decoded: a uint64 value of the wrong size here, and in package
+	// raftstore an unknown log encoding version, a truncated entry or a log
+	// entry stored under the wrong index.
 	ErrCorrupt = errors.New("corrupt data")
 )
 
@@ -108,4 +104,16 @@ func (s *Store) acquire() error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// Do runs fn with the Badger database, unless the store is closed: then it
+// returns ErrClosed. Close waits for fn to return. It is for packages that
+// keep a keyspace of their own in the database (package raftstore keeps the
+// Raft log under PrefixLog); fn must touch no key outside it.
+func (s *Store) Do(fn func(db *badger.DB) error) error {
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	return fn(s.db)
 }

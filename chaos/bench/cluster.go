@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/cluster/strict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -90,6 +91,7 @@ func startCluster(ctx context.Context, n int, rules []window.Rule, logger *slog.
 			GRPCAddr: "127.0.0.1:0", BindAddr: "127.0.0.1:0", Join: join,
 			JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second,
 			Logger: logger, Now: c.clock.Time, StrictBootstrapWait: freshBootstrapWait,
+			Strict: strict.Mode{},
 		}
 		if tweak != nil {
 			tweak(&cfg)

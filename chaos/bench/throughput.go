@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/cluster/strict"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 	"github.com/sluicehq/sluice/window"
 )
@@ -268,7 +269,7 @@ func startThroughputCluster(ctx context.Context, c *ThroughputConfig, dataDir st
 			Name: "n" + strconv.Itoa(i), Rules: rules,
 			JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second,
 			Logger: logger, Now: cl.clock.Time, StrictTimeout: c.StrictTimeout,
-			StrictBootstrapWait: freshBootstrapWait,
+			StrictBootstrapWait: freshBootstrapWait, Strict: strict.Mode{},
 		}
 		if c.Nodes > 1 || c.Transport == TransportGRPC {
 			cfg.GRPCAddr = "127.0.0.1:0"

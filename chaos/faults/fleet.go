@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/chaos/faultnet"
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/cluster/strict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -108,6 +109,7 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 			StrictBootstrapWait: freshFleetBootstrapWait,
 			StrictVoters:        opts.StrictVoters, StrictTimeout: opts.StrictTimeout, PersistInterval: opts.PersistInterval,
 			Logger: opts.Logger, Now: f.Net.Clock(name), Network: f.Net.Node(name),
+			Strict: strict.Mode{},
 		}
 		if opts.DataDir != "" {
 			cfg.DataDir = filepath.Join(opts.DataDir, name)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/chaos/faultnet"
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/cluster/strict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -42,7 +43,8 @@ func TestAddrInUse(t *testing.T) {
 			m := &member{}
 			f.members["n0"] = m
 			cfg := cluster.Config{Name: "n0", Rules: rules, GRPCAddr: "127.0.0.1:0", BindAddr: "127.0.0.1:0",
-				JoinTimeout: time.Second, ShutdownTimeout: time.Second, Logger: slog.New(slog.DiscardHandler), Network: f.Net.Node("n0"), Now: f.Net.Clock("n0")}
+				JoinTimeout: time.Second, ShutdownTimeout: time.Second, Logger: slog.New(slog.DiscardHandler), Network: f.Net.Node("n0"), Now: f.Net.Clock("n0"),
+				Strict: strict.Mode{}}
 			tt.cfg(&cfg)
 			err := f.run(context.Background(), m, cfg)
 			if err == nil {

@@ -32,16 +32,20 @@ import (
 // was on its way to the leader when its node gave up waiting), or both:
 // the log cannot tell its own decision of a check from the node's fail-local
 // count of the same check, so it may count it twice. That errs on the side
-// of refusing, never of admitting more than the count.
+// of refusing, never of admitting more than the count. The decision and the
+// merge happen at different moments (the log may decide the check while
+// its node still waits, and merge the node's count much later), so the
+// history holds them as two operations: the check, with an unknown outcome,
+// and its merge.
 
 // strictIn is a check's input; call bounds when an unknown outcome could
-// have been decided. local marks an admission by fail_mode local, made at
-// localAt on its node's clock.
+// have been decided. merge marks not a check but the merge into the log of
+// an admission by fail_mode local, made at localAt on its node's clock.
 type strictIn struct {
 	rule, key string
 	hits      int64
 	call      int64
-	local     bool
+	merge     bool
 	localAt   int64
 }
 
@@ -76,8 +80,9 @@ func (s strictState) counts() window.Counts { return window.Counts{Prev: s.prev,
 // strictStep returns the states a check can lead to from s. A known outcome
 // leads to at most one: the rule's decision at the log's time must be the
 // one returned. An unknown outcome may not have been applied, or have been
-// admitted at a time from its call to horizon, in any window where it fits;
-// a fail-local admission may also have been merged (see above).
+// admitted at a time from its call to horizon, in any window where it fits.
+// A merge may not have happened, or have counted in the admission's own
+// window, or as the previous one in the next (see above).
 func strictStep(rules map[string]window.Rule, horizon int64, s strictState, in strictIn, out strictOut) []strictState {
 	r := rules[in.rule]
 	if !out.unknown {
@@ -102,10 +107,9 @@ func strictStep(rules map[string]window.Rule, horizon int64, s strictState, in s
 		return next
 	}
 	from := max(s.last, in.call)
-	bases := []strictState{s}
-	if in.local {
-		// Merged at some moment from from on: it counts in its own window,
-		// as prev in the next, and not at all later.
+	if in.merge {
+		// It counts in its own window, as prev in the next, and not at
+		// all later.
 		own := window.Index(in.localAt, r.Window)
 		for w := max(window.Index(from, r.Window), own); w <= own+1 && window.Start(w, r.Window) <= horizon; w++ {
 			s2 := s.roll(w)
@@ -116,23 +120,19 @@ func strictStep(rules map[string]window.Rule, horizon int64, s strictState, in s
 			}
 			s2.last = max(from, window.Start(w, r.Window))
 			next = append(next, s2)
-			bases = append(bases, s2)
 		}
+		return next
 	}
-	// Decided by the log, after no merge or after one.
-	for _, b := range bases {
-		from := max(b.last, in.call)
-		for w := max(window.Index(from, r.Window), b.idx); window.Start(w, r.Window) <= horizon; w++ {
-			lo := max(from, window.Start(w, r.Window))
-			hi := min(window.Start(w+1, r.Window)-1, horizon)
-			s2 := b.roll(w)
-			// Prev only decays within a window: if the hits fit at any
-			// moment of it, they fit at its last one.
-			if lo <= hi && r.Fits(s2.counts(), hi, in.hits) {
-				s2.curr += in.hits
-				s2.last = lo
-				next = append(next, s2)
-			}
+	for w := max(window.Index(from, r.Window), s.idx); window.Start(w, r.Window) <= horizon; w++ {
+		lo := max(from, window.Start(w, r.Window))
+		hi := min(window.Start(w+1, r.Window)-1, horizon)
+		s2 := s.roll(w)
+		// Prev only decays within a window: if the hits fit at any
+		// moment of it, they fit at its last one.
+		if lo <= hi && r.Fits(s2.counts(), hi, in.hits) {
+			s2.curr += in.hits
+			s2.last = lo
+			next = append(next, s2)
 		}
 	}
 	return next
@@ -167,6 +167,9 @@ func hashStrictState(s strictState) uint64 {
 
 func describeStrictOp(in, out any) string {
 	i, o := in.(strictIn), out.(strictOut)
+	if i.merge {
+		return fmt.Sprintf("%s/%s +%d → merged (fail-local at %d)", i.rule, i.key, i.hits, i.localAt)
+	}
 	if o.unknown {
 		return fmt.Sprintf("%s/%s +%d → unknown", i.rule, i.key, i.hits)
 	}
@@ -211,6 +214,10 @@ func MaybeApplied(r Record) bool {
 	return IsUnknown(r) || r.Err == nil && r.D.Path != window.PathStrict && r.D.Path != window.PathLocal
 }
 
+// mergeClient offsets the client of a merge operation from its check's, so
+// that porcupine's picture shows merges apart.
+const mergeClient = 1 << 20
+
 // strictHistory turns the strict decisions and unknown outcomes among recs
 // into porcupine operations.
 func strictHistory(rules map[string]window.Rule, recs []Record) (history []porcupine.Operation, strict, unknown int) {
@@ -218,8 +225,19 @@ func strictHistory(rules map[string]window.Rule, recs []Record) (history []porcu
 		if _, ok := rules[r.Rule]; !ok {
 			continue
 		}
-		in := strictIn{rule: r.Rule, key: r.Key, hits: r.Hits, call: r.Call,
-			local: r.Err == nil && r.D.Path == window.PathFailLocal && r.D.Allowed, localAt: r.D.At}
+		in := strictIn{rule: r.Rule, key: r.Key, hits: r.Hits, call: r.Call}
+		if r.Err == nil && r.D.Path == window.PathFailLocal && r.D.Allowed {
+			// A merge comes after the admission, and lands in its window
+			// or the next, or nowhere: bounding it so keeps the search
+			// small. (Strict scenarios run unskewed: the node's clock is
+			// the history's.)
+			merge := in
+			merge.merge, merge.localAt, merge.call = true, r.D.At, max(r.Call, r.D.At)
+			w := rules[r.Rule].Window
+			done := window.Start(window.Index(r.D.At, w)+2, w)
+			history = append(history, porcupine.Operation{ClientId: mergeClient + r.Worker, Input: merge, Call: merge.call,
+				Output: strictOut{unknown: true}, Return: max(done, merge.call)})
+		}
 		switch {
 		case IsStrict(r):
 			strict++

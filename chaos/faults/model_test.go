@@ -105,6 +105,11 @@ func TestStrictModel(t *testing.T) {
 			local(fixed5, 20),
 			check(fixed5, window.Counts{Curr: 3}, 40, 0, 36, 45),
 		}, porcupine.Ok},
+		{"a fail-local admission decided by the log early and merged late", []Record{
+			local(fixed5, 20),
+			check(fixed5, window.Counts{Curr: 1}, 30, 1, 26, 35),
+			check(fixed5, window.Counts{Curr: 3}, 60, 0, 56, 65),
+		}, porcupine.Ok},
 		{"a fail-local admission cannot count three times", []Record{
 			check(fixed5, window.Counts{}, 10, 1, 5, 15),
 			local(fixed5, 20),

@@ -209,8 +209,9 @@ func (c *Config) NodeRules() ([]window.Rule, error) {
 // NodeConfig is the node the file describes, for cluster.Start: its rules
 // and settings, with seconds turned into durations. What the file leaves
 // out stays zero, which cluster.Start reads as its default; the caller adds
-// what a file does not say (Logger, ShutdownTimeout, …). For a config from
-// Parse it never fails.
+// what a file does not say (Logger, ShutdownTimeout, …), and Strict
+// (strict.Mode{}) if the file may hold strict rules: this package does not
+// import strict mode. For a config from Parse it never fails.
 func (c *Config) NodeConfig() (cluster.Config, error) {
 	rules, err := c.NodeRules()
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/cluster/configfile"
+	"github.com/sluicehq/sluice/cluster/strict"
 )
 
 // defaultConfig holds the rules the agent enforces without --config.
@@ -320,6 +321,8 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 	cfg.ShutdownTimeout = shutdown
 	cfg.Logger = logger
 	cfg.Now = opts.now
+	// The agent serves whatever rules its file holds, strict ones too.
+	cfg.Strict = strict.Mode{}
 	a := &agent{shutdownTimeout: shutdown}
 
 	// Bind HTTP first: a busy port then fails the start before the node

@@ -34,7 +34,7 @@ func commands() map[string]command {
 		"check":   {runCheck, "ask a node whether a request fits under a rule"},
 		"sim":     {runSim, "simulate a cluster in virtual time and report each window"},
 		"members": {runMembers, "list the members of a node's cluster and their state"},
-		"demo":    {runDemo, "run 3 nodes in this process and chart what they admit, classic then adaptive"},
+		"demo":    {runDemo, "run 3 nodes in this process and chart what they admit, classic then owner"},
 		"bench":   {runBench, "measure a real in-process cluster: accuracy (and more)"},
 		"version": {runVersion, "print the version of sluice and of Go"},
 		"help":    {nil, "list the commands, or show one command's usage: sluice help COMMAND"},

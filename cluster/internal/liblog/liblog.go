@@ -1,0 +1,44 @@
+// Package liblog turns the log lines of the libraries a node runs
+// (memberlist, and hclog for Raft) into records of the node's slog logger.
+package liblog
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+)
+
+// Writer turns a library's log lines ("[LEVEL] …", as memberlist and hclog
+// write them) into slog records.
+type Writer struct {
+	// Log receives the records.
+	Log *slog.Logger
+	// QuietWarn keeps a library's warnings below the node's own: memberlist
+	// warns of peers coming and going, which the node reports itself.
+	QuietWarn bool
+}
+
+// Write logs one line at the level its prefix names (info without one).
+func (w *Writer) Write(p []byte) (int, error) {
+	line := string(bytes.TrimSpace(p))
+	level := slog.LevelInfo
+	for _, l := range []struct {
+		prefix string
+		level  slog.Level
+	}{{"[TRACE]", slog.LevelDebug - 4}, {"[DEBUG]", slog.LevelDebug}, {"[INFO]", slog.LevelInfo},
+		{"[WARN]", slog.LevelWarn}, {"[ERR]", slog.LevelError}, {"[ERROR]", slog.LevelError}} {
+		if rest, ok := strings.CutPrefix(line, l.prefix); ok {
+			line, level = strings.TrimSpace(rest), l.level
+			break
+		}
+	}
+	if w.QuietWarn && level == slog.LevelWarn {
+		level = slog.LevelInfo
+	}
+	w.Log.Log(context.Background(), level, line)
+	return len(p), nil
+}
+
+var _ io.Writer = (*Writer)(nil)

@@ -1,0 +1,170 @@
+package strict
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/cluster/internal/strictapi"
+	"github.com/sluicehq/sluice/counter"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
+	"github.com/sluicehq/sluice/window"
+)
+
+// check decides one strict check: through the log when a leader answers in
+// time, else as the rule's fail_mode says. The fail-mode answer comes before
+// the caller's deadline (or the default strict timeout), not after it.
+func (g *strictGroup) check(ctx context.Context, rule window.Rule, key string, hits int64) (window.Decision, error) {
+	a := g.checkAt(ctx, rule, key, hits)
+	return a.d, a.err
+}
+
+// strictAnswer is what checkAt found for one check.
+type strictAnswer struct {
+	d   window.Decision
+	at  int64 // the log's time of a strict decision (Unix nanoseconds); 0 otherwise
+	err error
+	// sent marks a fail-mode answer given while the check was on its way
+	// to the leader: the log may yet count it. Tests model such checks as
+	// maybe applied.
+	sent bool
+}
+
+// giveUpMargin is the share of a caller's remaining time kept back to
+// answer by the fail mode, within [minGiveUpMargin, maxGiveUpMargin]: enough
+// to decide locally and send the answer before the caller stops listening.
+const (
+	giveUpMargin    = 10 // percent
+	minGiveUpMargin = 2 * time.Millisecond
+	maxGiveUpMargin = 250 * time.Millisecond
+)
+
+// giveUpAt returns when a check must stop waiting for the leader so that its
+// fail-mode answer still reaches the caller: a margin before ctx's deadline,
+// or the strict timeout from now when ctx has none.
+func giveUpAt(ctx context.Context, now time.Time, timeout time.Duration) time.Time {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return now.Add(timeout)
+	}
+	margin := min(max(deadline.Sub(now)*giveUpMargin/100, minGiveUpMargin), maxGiveUpMargin)
+	return deadline.Add(-margin)
+}
+
+// checkAt is check with the log's time of a strict decision, and whether a
+// fail-mode answer came while the check was in flight.
+func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string, hits int64) strictAnswer {
+	wait, cancel := context.WithDeadline(ctx, giveUpAt(ctx, time.Now(), g.e.set.Timeout))
+	defer cancel()
+	failMode := func(sent bool) strictAnswer {
+		d, err := g.failMode(rule, key, hits)
+		return strictAnswer{d: d, err: err, sent: sent}
+	}
+	p := &strictPending{
+		checks: []*sluicev1.StrictCheck{{Id: g.e.self.Boot ^ g.nextID.Add(1), Rule: rule.Name, Key: key, Hits: hits}},
+		done:   make(chan strictOutcome, 1),
+	}
+	for {
+		changed := g.changes.changed()
+		q := g.fwd
+		if g.raft.State() == raft.Leader {
+			q = g.lead
+		} else if g.leader(wait) == "" {
+			// No leader known: wait for an election, then fail over. A
+			// voter's Raft reports one (changes); a node that does not
+			// vote learns of it only by asking again.
+			if !g.pause(wait, changed, g.isVoter()) {
+				return failMode(false)
+			}
+			continue
+		}
+		select {
+		case q <- p:
+		case <-wait.Done():
+			return failMode(false)
+		}
+		var out strictOutcome
+		select {
+		case out = <-p.done:
+		case <-wait.Done():
+			if p.withdraw() {
+				// Still queued: it was never sent, so the fail mode answers.
+				return failMode(false)
+			}
+			// An answer may have arrived together with the deadline.
+			select {
+			case out = <-p.done:
+			default:
+				if ctx.Err() != nil {
+					return strictAnswer{err: fmt.Errorf("%w: %w", strictapi.ErrOutcomeUnknown, ctx.Err())}
+				}
+				// The leader has not answered in time: the caller still
+				// gets the fail mode's answer, though the log may count
+				// the check too.
+				g.e.c.StrictInFlightFailovers.Add(1)
+				return failMode(true)
+			}
+		}
+		switch {
+		case out.err == nil:
+			sd := out.ds[0]
+			d, err := fromStrict(sd)
+			if errors.Is(err, counter.ErrUnknownRule) {
+				// The log does not know the rule yet: the leader has not
+				// taken this node's configuration. Answer as without a leader.
+				return failMode(false)
+			}
+			return strictAnswer{d: d, at: sd.GetDecidedAt(), err: err}
+		case errors.Is(out.err, errNoLeader):
+			// Nothing was appended: try again when leadership changes or
+			// after the retry pause (the leader Raft names may be one that
+			// gRPC cannot reach, and then no change comes), or fail over at
+			// the deadline.
+			if !g.pause(wait, changed, false) {
+				return failMode(false)
+			}
+			p.done = make(chan strictOutcome, 1)
+			p.state.Store(pendingQueued)
+			continue
+		}
+		return strictAnswer{err: out.err}
+	}
+}
+
+// errNoLeader means a check was not appended anywhere: safe to retry.
+var errNoLeader = errors.New("no strict leader")
+
+// fromStrict reads a decision of the log; an error is the one the deciding
+// node had (strictErr).
+func fromStrict(d *sluicev1.StrictDecision) (window.Decision, error) {
+	if err := strictErr(d); err != nil {
+		return window.Decision{}, err
+	}
+	return window.Decision{Allowed: d.GetAllowed(), Limit: d.GetLimit(), Remaining: d.GetRemaining(),
+		ResetAfter: time.Duration(d.GetResetAfterNs()), RetryAfter: time.Duration(d.GetRetryAfterNs()),
+		Path: window.PathStrict, At: d.GetDecidedAt()}, nil
+}
+
+// failMode answers a check no leader could decide in time.
+func (g *strictGroup) failMode(rule window.Rule, key string, hits int64) (window.Decision, error) {
+	g.e.c.StrictFailovers.Add(1)
+	switch rule.FailMode {
+	case window.FailOpen:
+		return window.Decision{Allowed: true, Limit: rule.Count, Remaining: rule.Count, Path: window.PathFailOpen, At: g.e.h.Now()}, nil
+	case window.FailClosed:
+		return window.Decision{Limit: rule.Count, RetryAfter: g.e.set.Timeout, Path: window.PathFailClosed, At: g.e.h.Now()}, nil
+	}
+	// From the node's own view, not from zero: it holds what this node and
+	// the peers it reaches admitted outside the log, and the counts the
+	// rule had when it turned strict.
+	d, err := g.e.replica.Allow(g.e.h.Now(), rule.Name, key, hits)
+	if d.Allowed && hits > 0 {
+		g.e.h.MarkChanged()
+		g.outside.Store(true)
+	}
+	d.Path = window.PathFailLocal
+	return d, err
+}

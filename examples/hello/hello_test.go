@@ -1,0 +1,39 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestLinksNoRaftNorYAML lists the packages this program links: an
+// embedding with batched rules only must not pay for strict mode's Raft
+// or the agent's config file parser, in binary size or start-up.
+func TestLinksNoRaftNorYAML(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to list the packages with")
+	}
+	out, err := exec.Command(gobin, "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	for _, dep := range deps {
+		for _, banned := range []string{
+			"github.com/hashicorp/raft",
+			"github.com/hashicorp/go-hclog",
+			"github.com/sluicehq/sluice/cluster/strict",
+			"github.com/sluicehq/sluice/store/raftstore",
+			"github.com/sluicehq/sluice/cluster/configfile",
+			"go.yaml.in/yaml",
+		} {
+			if dep == banned || strings.HasPrefix(dep, banned+"/") {
+				t.Errorf("hello links %s", dep)
+			}
+		}
+	}
+	if len(deps) == 0 || !strings.Contains(string(out), "github.com/sluicehq/sluice/cluster\n") {
+		t.Fatalf("go list shows no cluster among %d packages:\n%s", len(deps), out)
+	}
+}
