@@ -153,7 +153,7 @@ func newMembership(n *Node) (*membership, error) {
 	mc.Ping = m
 	// A restarted node may come back on another address under its name.
 	mc.DeadNodeReclaimTime = time.Second
-	mc.Logger = log.New(&liblog.Writer{Log: n.log.With("component", "memberlist"), QuietWarn: true}, "", 0)
+	mc.Logger = log.New(&liblog.Writer{Log: n.log.With("component", "memberlist"), QuietWarn: true, Closing: n.isClosing.Load}, "", 0)
 	if n.cfg.GossipTuning != nil {
 		n.cfg.GossipTuning(mc)
 	}

@@ -18,6 +18,10 @@ type Writer struct {
 	// QuietWarn keeps a library's warnings below the node's own: memberlist
 	// warns of peers coming and going, which the node reports itself.
 	QuietWarn bool
+	// Closing, when set, reports that the node is shutting down: what a
+	// library then logs as a warning or an error (a gossip send racing the
+	// close of its own socket) is the shutdown itself, logged as debug.
+	Closing func() bool
 }
 
 // Write logs one line at the level its prefix names (info without one).
@@ -36,6 +40,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 	}
 	if w.QuietWarn && level == slog.LevelWarn {
 		level = slog.LevelInfo
+	}
+	if level >= slog.LevelWarn && w.Closing != nil && w.Closing() {
+		level = slog.LevelDebug
 	}
 	w.Log.Log(context.Background(), level, line)
 	return len(p), nil
