@@ -65,16 +65,32 @@ func (b *borrows) markSilent(owner counter.Incarnation, at int64) {
 const OwnerLostAfter = 4
 
 // outcomeFor says how a check is decided whose question to owner, asked
-// at moment asked, went unanswered.
-func (n *Node) outcomeFor(owner counter.Incarnation, asked int64) counter.Outcome {
+// at moment asked, went unanswered, and from when on such checks will be
+// decided from this node's view instead.
+func (n *Node) outcomeFor(owner counter.Incarnation, asked int64) (counter.Outcome, int64) {
 	since, ok := n.borrows.silentSince(owner)
 	if !ok {
 		since = asked
 	}
-	if n.now()-since >= OwnerLostAfter*int64(n.cfg.BorrowTimeout) {
-		return counter.Lost
+	lostAt := since + OwnerLostAfter*int64(n.cfg.BorrowTimeout)
+	if n.now() >= lostAt {
+		return counter.Lost, lostAt
 	}
-	return counter.Late
+	return counter.Late, lostAt
+}
+
+// settleUnanswered decides a check whose question to owner, asked at
+// moment asked, went unanswered. A refusal while the owner may only be
+// late tells the client to come back once this node decides without it,
+// not after a sync interval, when it would still wait on the same owner
+// and refuse again.
+func (n *Node) settleUnanswered(now int64, rk ruleKey, hits int64, owner counter.Incarnation, asked int64, tk *counter.Ticket) (window.Decision, error) {
+	outcome, lostAt := n.outcomeFor(owner, asked)
+	d, err := n.replica.Settle(now, rk.rule, rk.key, hits, outcome, tk)
+	if err == nil && outcome == counter.Late && !d.Allowed && d.RetryAfter > 0 {
+		d.RetryAfter = max(d.RetryAfter, time.Duration(lostAt-now))
+	}
+	return d, err
 }
 
 // heardFrom records that something arrived from peer, or that it left.
@@ -226,7 +242,7 @@ func (n *Node) awaitOwner(ctx context.Context, rk ruleKey, hits int64, ask *coun
 			// The owner left the last question unanswered: decide now, and
 			// let the next sync round find out whether it is back.
 			n.metrics.BorrowTimeouts.Add(1)
-			return n.replica.Settle(now, rule, key, hits, n.outcomeFor(ask.To, asked), tk)
+			return n.settleUnanswered(now, rk, hits, ask.To, asked, tk)
 		}
 		f, mine := n.borrows.start(rk, ask.Delta.Seq, now, n.cfg.BorrowTimeout)
 		if mine {
@@ -275,7 +291,7 @@ func (n *Node) awaitOwner(ctx context.Context, rk ruleKey, hits int64, ask *coun
 			if mine {
 				n.borrows.markSilent(ask.To, asked)
 			}
-			return n.replica.Settle(n.now(), rule, key, hits, n.outcomeFor(ask.To, asked), tk)
+			return n.settleUnanswered(n.now(), rk, hits, ask.To, asked, tk)
 		}
 		return n.replica.Settle(n.now(), rule, key, hits, counter.Answered, tk)
 	}

@@ -33,6 +33,10 @@ type Metrics struct {
 	// Reconnects are joins to a failed member or a missing seed that
 	// reached it: heals of a split fleet or a restarted seed.
 	Reconnects int64
+	// LatePulls are pulls of the fleet's state made after start, by a node
+	// that started alone or cut off from its peers and so could not pull
+	// before serving.
+	LatePulls int64
 	// Sync traffic out: messages, entries and bytes written to peers;
 	// deltas dropped for a slow peer; streams that broke.
 	DeltasSent, EntriesSent, BytesSent, DeltasDropped, StreamResets int64
@@ -63,7 +67,7 @@ type counters struct {
 	SkewedPeers, ClockCorrection                                     atomic.Int64
 	Saves, LastSaveAt                                                atomic.Int64
 	SyncedThrough                                                    atomic.Int64
-	Reconnects                                                       atomic.Int64
+	Reconnects, LatePulls                                            atomic.Int64
 	DeltasSent, EntriesSent, BytesSent, DeltasDropped, StreamResets  atomic.Int64
 	DeltasReceived, EntriesMerged, DeltasRejected, UnknownRuleDeltas atomic.Int64
 	strictapi.Counters                                               // strict mode's, which it updates itself
@@ -84,6 +88,7 @@ func (c *counters) snapshot() Metrics {
 		LastSaveAt:              c.LastSaveAt.Load(),
 		SyncedThrough:           c.SyncedThrough.Load(),
 		Reconnects:              c.Reconnects.Load(),
+		LatePulls:               c.LatePulls.Load(),
 		DeltasSent:              c.DeltasSent.Load(),
 		EntriesSent:             c.EntriesSent.Load(),
 		BytesSent:               c.BytesSent.Load(),
@@ -119,6 +124,7 @@ func (m Metrics) WritePrometheus(w io.Writer) error {
 		{"sluice_last_save_timestamp_nanoseconds", "gauge", "Node-clock time of the counts in the last completed save; a crash loses what was admitted after it.", &m.LastSaveAt},
 		{"sluice_sync_written_through_timestamp_nanoseconds", "gauge", "Node-clock time up to which this node's counts have been written to every live peer (0 without peers); now minus this is the sync lag.", &m.SyncedThrough},
 		{"sluice_reconnects_total", "counter", "Joins to a failed member or a missing seed that reached it.", &m.Reconnects},
+		{"sluice_late_pulls_total", "counter", "Pulls of the fleet's state after start, by a node that started alone or cut off.", &m.LatePulls},
 		{"sluice_sync_deltas_sent_total", "counter", "Delta messages written to peers.", &m.DeltasSent},
 		{"sluice_sync_entries_sent_total", "counter", "Entries written to peers.", &m.EntriesSent},
 		{"sluice_sync_bytes_sent_total", "counter", "Bytes of delta messages written to peers.", &m.BytesSent},

@@ -305,7 +305,13 @@ func (n *Node) start(ctx, loopCtx context.Context) error {
 		joinCtx, cancel := context.WithTimeout(ctx, n.cfg.JoinTimeout)
 		defer cancel()
 		m.join(joinCtx)
-		n.pullState(joinCtx)
+		if !n.pullState(joinCtx) {
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				n.pullLater(loopCtx)
+			}()
+		}
 	}
 	if n.strict != nil {
 		// Served once membership exists: the group finds its voters there.

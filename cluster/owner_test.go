@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,4 +78,58 @@ func TestOwnedRetryAfterAndRemaining(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOwnedOwnerKilledRefusalIsHonest kills a node with kill -9 semantics
+// and checks, on a node that asks the keys it owned before membership
+// notices, what a refused client is told: no Remaining the node cannot
+// vouch for (the room its view shows may be the silent owner's to give),
+// and a RetryAfter after which a retry is admitted while the fleet has
+// room, not a sync interval after which it would wait on the same owner
+// and be refused again.
+func TestOwnedOwnerKilledRefusalIsHonest(t *testing.T) {
+	rule := window.Rule{Name: "login", Count: 10, Window: time.Minute, Type: window.Fixed,
+		SyncInterval: 100 * time.Millisecond, Allocation: window.Owner}
+	clk := newSteppedClock(rule.Window)
+	clk.step(time.Second)
+	nodes := startCluster(t, 3, []window.Rule{rule}, clk.now)
+	ctx := context.Background()
+	keys := make([]string, 12)
+	for i := range keys {
+		keys[i] = fmt.Sprint("user-", i)
+		// 8 of 10 spent, by the node to be killed and another one.
+		for j := range 8 {
+			if d, err := nodes[2*(j%2)].Allow(ctx, "login", keys[i], 1); err != nil || !d.Allowed {
+				t.Fatalf("hit %d on %s: %+v, %v", j+1, keys[i], d, err)
+			}
+		}
+	}
+	nodes[0].Kill()
+	asker := nodes[1]
+	before := asker.Metrics().BorrowTimeouts
+	refused := 0
+	for _, key := range keys {
+		d, err := asker.Allow(ctx, "login", key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			continue
+		}
+		refused++
+		if d.Remaining >= 1 || d.RetryAfter <= rule.SyncInterval {
+			t.Fatalf("%s refused with its owner silent: %+v; want nothing remaining it cannot vouch for and a wait past a sync interval", key, d)
+		}
+		clk.step(d.RetryAfter)
+		if d, err = asker.Allow(ctx, "login", key, 1); err != nil {
+			t.Fatal(err)
+		} else if !d.Allowed {
+			t.Errorf("%s: retry at the RetryAfter given refused with 2 of 10 left: %+v", key, d)
+		}
+	}
+	if asker.Metrics().BorrowTimeouts == before || refused == 0 {
+		t.Fatalf("no check waited on the killed owner (%d borrow timeouts, %d refused): membership noticed the kill first",
+			asker.Metrics().BorrowTimeouts-before, refused)
+	}
+	t.Logf("%d of %d keys refused while their owner was silent", refused, len(keys))
 }

@@ -35,6 +35,9 @@ type peerSet struct {
 
 	mu    sync.Mutex
 	peers map[counter.Incarnation]*peer
+	// joined is signalled (without blocking) when a peer joins: a node
+	// that could not pull the fleet's state at start waits on it.
+	joined chan struct{}
 }
 
 // peer streams this node's deltas to one other node. Admission never waits
@@ -71,7 +74,7 @@ func newQueued(d *counter.Delta, sentAt, at int64) queued {
 const peerQueue = 8
 
 func newPeerSet(n *Node, ctx context.Context) *peerSet {
-	return &peerSet{n: n, ctx: ctx, peers: make(map[counter.Incarnation]*peer)}
+	return &peerSet{n: n, ctx: ctx, peers: make(map[counter.Incarnation]*peer), joined: make(chan struct{}, 1)}
 }
 
 // update makes the set match the live members: it dials new ones, stops
@@ -109,6 +112,10 @@ func (ps *peerSet) update(live []peerInfo) {
 		}
 		ps.peers[inc] = p
 		changed = true
+		select {
+		case ps.joined <- struct{}{}:
+		default:
+		}
 		ps.n.log.Info("peer joined", "peer", inc.Node, "boot", inc.Boot, "grpc_addr", info.grpcAddr)
 	}
 	ps.n.replica.SetPeers(incs)
@@ -330,28 +337,74 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // pullState merges a peer's full state before the node serves, so that a
 // new or restarted node starts from what the fleet has admitted. It tries
-// each live peer until one answers or ctx ends.
-func (n *Node) pullState(ctx context.Context) {
+// each live peer until one answers or ctx ends, and reports whether one
+// did.
+func (n *Node) pullState(ctx context.Context) bool {
 	for {
 		peers := n.peers.list()
 		if len(peers) == 0 && len(n.cfg.Join) == 0 {
-			return
+			return false
 		}
-		for _, p := range peers {
-			got, err := n.pullFrom(ctx, p)
-			if err == nil {
-				n.log.Info("pulled state", "peer", p.info.name, "entries", got)
-				return
-			}
-			n.log.Debug("pull failed", "peer", p.info.name, "err", err)
+		if n.pullAny(ctx, peers) {
+			return true
 		}
 		if !sleep(ctx, 100*time.Millisecond) {
 			if len(peers) > 0 {
 				n.log.Warn("could not pull state from any peer; serving from what arrives by sync")
 			}
-			return
+			return false
 		}
 	}
+}
+
+// pullLater pulls the fleet's state from the first peer that answers, for
+// a node that started without: one alone then, or cut off from the fleet
+// when it restarted. Sync alone would not bring it what it missed, for
+// the owners of keys it no longer serves tell only those that report to
+// them, and it would keep the views it saved before its crash for the
+// rest of their windows.
+func (n *Node) pullLater(ctx context.Context) {
+	wait := pullRetryMin
+	for {
+		peers := n.peers.list()
+		if len(peers) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-n.peers.joined:
+			}
+			continue
+		}
+		if n.pullAny(ctx, peers) {
+			n.metrics.LatePulls.Add(1)
+			return
+		}
+		if !sleep(ctx, wait) {
+			return
+		}
+		wait = min(2*wait, pullRetryMax)
+	}
+}
+
+// pullRetryMin and pullRetryMax bound the wait between failed pulls after
+// start, when peers are known but none answered.
+const (
+	pullRetryMin = 100 * time.Millisecond
+	pullRetryMax = 5 * time.Second
+)
+
+// pullAny pulls from the first of peers that answers, and reports whether
+// one did.
+func (n *Node) pullAny(ctx context.Context, peers []*peer) bool {
+	for _, p := range peers {
+		got, err := n.pullFrom(ctx, p)
+		if err == nil {
+			n.log.Info("pulled state", "peer", p.info.name, "entries", got)
+			return true
+		}
+		n.log.Debug("pull failed", "peer", p.info.name, "err", err)
+	}
+	return false
 }
 
 func (n *Node) pullFrom(ctx context.Context, p *peer) (int, error) {

@@ -305,9 +305,11 @@ func (t *Table) refuseAnswered(s *slot, c clock, hits int64) window.Decision {
 // answer in time: the room this node's view shows may be the owner's to
 // give to others meanwhile. It is worth asking again after a sync interval.
 func (t *Table) refuseLate(s *slot, c clock, hits int64) window.Decision {
-	d := t.rule.DecideAt(s.owned().view(s), c.elapsed, hits)
+	o := s.owned()
+	view := o.view(s)
+	d := t.rule.DecideAt(view, c.elapsed, hits)
 	if d.Allowed {
-		d.Allowed, d.RetryAfter = false, t.rule.SyncInterval
+		d = t.refuseUnheard(d, view, c, o.grantAt(c.now, c.end, t.rule.Window)-s.own[1])
 	}
 	return d
 }
@@ -330,8 +332,19 @@ func (t *Table) admitAsked(s *slot, c clock, hits int64) window.Decision {
 	heard := view
 	heard.Curr += past - s.own[1]
 	if room := t.rule.RemainingAt(heard, c.elapsed); s.own[1]+hits-past > room/live {
-		d.Allowed, d.RetryAfter = false, t.rule.SyncInterval
+		d = t.refuseUnheard(d, view, c, past-s.own[1]+room/live)
 	}
+	return d
+}
+
+// refuseUnheard turns d, which admits hits by this node's view, into the
+// refusal of a node that cannot vouch for that room without the key's
+// owner: Remaining is what it may still admit on its own, alone, which is
+// fewer than hits, not the view's room, which the owner may have granted
+// to others.
+func (t *Table) refuseUnheard(d window.Decision, view window.Counts, c clock, alone int64) window.Decision {
+	d.Allowed, d.RetryAfter = false, t.rule.SyncInterval
+	d.Remaining = min(t.rule.RemainingAt(view, c.elapsed), max(alone, 0))
 	return d
 }
 

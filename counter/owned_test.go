@@ -198,6 +198,45 @@ func TestOwnedOwnerUnreachable(t *testing.T) {
 	}
 }
 
+// TestOwnedUnansweredRefusalIsHonest checks what a node refuses with when
+// its question to the key's owner went unanswered: the room its view shows
+// may be granted to others, so Remaining is what it may admit alone (fewer
+// than the hits asked), never its view's room less the refused hits, and
+// RetryAfter is positive.
+func TestOwnedUnansweredRefusalIsHonest(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		outcome Outcome
+		hits    int64 // beyond what it may admit alone: lost, its share is a third of the 10 it sees free
+	}{{"late", Late, 1}, {"lost", Lost, 4}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newOwnedFleet(t, 3, ownedRule(10, time.Minute, window.Fixed))
+			own := f.ownerIndex("login")
+			a, b := (own+1)%3, (own+2)%3
+			for i := range 8 {
+				if d := f.allow([]int{own, a}[i%2], t0+int64(i)*sec, "login", 1); !d.Allowed {
+					t.Fatalf("check %d: %+v", i+1, d)
+				}
+			}
+			f.down[f.nodes[own].Self().Node] = true
+			// Node b has never heard of the key: its view shows the whole
+			// count free, and it holds no grant.
+			now := t0 + 9*sec
+			d, ask, err := f.nodes[b].Decide(now, "api", "login", tc.hits, 0, nil)
+			if err != nil || ask == nil {
+				t.Fatalf("node %d with no grant decided %+v without asking (%v)", b, d, err)
+			}
+			if d, err = f.nodes[b].Settle(now, "api", "login", tc.hits, tc.outcome, nil); err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed || d.Remaining >= tc.hits || d.RetryAfter <= 0 {
+				t.Fatalf("%d hits unanswered (%s): %+v; want a refusal with remaining < %d and a positive wait",
+					tc.hits, tc.name, d, tc.hits)
+			}
+		})
+	}
+}
+
 // TestOwnedMoveKeepsCounts checks that when a key's owner leaves, the new
 // owner learns what the remaining nodes admitted from their next reports.
 func TestOwnedMoveKeepsCounts(t *testing.T) {
@@ -461,4 +500,195 @@ func TestStandbyCopyCountsOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOwnedRestartCutOffCatchesUp checks that a node killed and restarted
+// from its saved counts and views, cut off from the fleet while it was
+// down and when it came back, ends with the fleet's counts once the cut
+// heals, as do the others, whether it was the key's owner, its standby or
+// a contributor, and whatever the order in which its peers come back, its
+// snapshots cross and it pulls a peer's state: nothing lost, nothing
+// counted twice.
+func TestOwnedRestartCutOffCatchesUp(t *testing.T) {
+	type order struct {
+		name string
+		// pullFrom is the peer the restarted node pulls from once healed
+		// (-1: none), before the snapshots cross or after.
+		pullFrom  int
+		pullFirst bool
+		// roundBetween runs a sync round between the peers' learning of
+		// each other and their snapshots; restartedLast has the restarted
+		// node learn of its peers after they learn of it.
+		roundBetween, restartedLast bool
+	}
+	orders := []order{
+		{name: "pull-after-snapshots", pullFrom: 0},
+		{name: "no-pull", pullFrom: -1},
+		{name: "pull-first", pullFrom: 0, pullFirst: true},
+		{name: "pull-other-peer", pullFrom: 1},
+		{name: "round-before-snapshots", pullFrom: 0, roundBetween: true},
+		{name: "round-then-pull-other", pullFrom: 1, roundBetween: true},
+		{name: "restarted-learns-last", pullFrom: 0, roundBetween: true, restartedLast: true},
+		{name: "pull-first-round-between", pullFrom: 1, pullFirst: true, roundBetween: true},
+	}
+	for _, role := range []string{"owner", "standby", "contributor"} {
+		for _, ord := range orders {
+			t.Run(role+"/"+ord.name, func(t *testing.T) {
+				restartCutOff(t, role, ord.pullFrom, ord.pullFirst, ord.roundBetween, ord.restartedLast)
+			})
+		}
+	}
+}
+
+// restartCutOff runs one case of TestOwnedRestartCutOffCatchesUp: node 2
+// is the key's role; nodes 0 and 1 are the others.
+func restartCutOff(t *testing.T, role string, pullFrom int, pullFirst, roundBetween, restartedLast bool) {
+	r := ownedRule(1000, time.Hour, window.Fixed)
+	f := newOwnedFleet(t, 3, r)
+	key := ""
+	for k := range 1000 {
+		cand := fmt.Sprint("key-", k)
+		o, sb := f.nodes[0].Table("api").fleet.Load().rank(cand)
+		owner, standby := f.nodes[0].reg.inc(o), f.nodes[0].reg.inc(sb)
+		ok := false
+		switch role {
+		case "owner":
+			ok = owner == f.nodes[2].Self() && standby == f.nodes[0].Self()
+		case "standby":
+			ok = owner == f.nodes[0].Self() && standby == f.nodes[2].Self()
+		default:
+			ok = owner == f.nodes[0].Self() && standby == f.nodes[1].Self()
+		}
+		if ok {
+			key = cand
+			break
+		}
+	}
+	if key == "" {
+		t.Fatalf("no key with node 2 its %s", role)
+	}
+	now := t0 + sec
+	tick := func() {
+		now += int64(100 * time.Millisecond)
+		f.tick(now)
+	}
+	admit := func(i, n int) {
+		for range n {
+			if d := f.allow(i, now, key, 1); !d.Allowed {
+				t.Fatalf("node %d refused: %+v", i, d)
+			}
+		}
+	}
+	admit(2, 41)
+	admit(0, 20)
+	admit(1, 20)
+	tick()
+	tick()
+	saved, views := f.nodes[2].Snapshot(now), f.nodes[2].Views(now)
+	old := f.nodes[2].Self()
+
+	// Node 2 dies; the others go on without it.
+	f.down[old.Node] = true
+	rest := []Incarnation{f.nodes[0].Self(), f.nodes[1].Self()}
+	f.nodes[0].SetPeers(rest)
+	f.nodes[1].SetPeers(rest)
+	tick()
+	admit(0, 30)
+	admit(1, 30)
+	tick()
+	tick()
+
+	// Restarted from its saved counts and views, still cut off.
+	rp, err := NewReplica(Config{Self: Incarnation{Node: old.Node, Boot: old.Boot + 1}, Rules: []window.Rule{r}, Start: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []*Delta{saved, views} {
+		if _, err := rp.Receive(now, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rp.SetPeers([]Incarnation{rp.Self()})
+	f.nodes[2] = rp
+	for range 10 {
+		if d, err := rp.Allow(now, "api", key, 1); err != nil || !d.Allowed {
+			t.Fatalf("restarted node alone: %+v, %v", d, err)
+		}
+	}
+	tick()
+
+	// Healed: each node streams every other its snapshot, and the
+	// restarted one may pull a peer's state and views.
+	all := []Incarnation{f.nodes[0].Self(), f.nodes[1].Self(), rp.Self()}
+	delete(f.down, old.Node)
+	pull := func() {
+		if pullFrom < 0 {
+			return
+		}
+		src := f.nodes[pullFrom]
+		for _, d := range []*Delta{src.Snapshot(now), src.Views(now)} {
+			if _, err := rp.Receive(now, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if pullFirst {
+		pull()
+	}
+	for _, n := range f.nodes[:2] {
+		n.SetPeers(all)
+	}
+	if !restartedLast {
+		rp.SetPeers(all)
+	}
+	if roundBetween {
+		tick()
+	}
+	if restartedLast {
+		rp.SetPeers(all)
+	}
+	for _, from := range f.nodes {
+		for _, to := range f.nodes {
+			if from != to {
+				from.ResendAll(to.Self())
+				f.deliver(now, []Outbound{{To: to.Self(), Delta: from.Snapshot(now)}})
+			}
+		}
+	}
+	if !pullFirst {
+		pull()
+	}
+	for range 10 {
+		tick()
+	}
+	const want = 41 + 20 + 20 + 30 + 30 + 10
+	for i, n := range f.nodes {
+		if _, view := n.Table("api").Counts(key, now); view.Curr != want {
+			t.Errorf("node %d sees %d admitted, want the %d admitted: %s", i, view.Curr, want, describeKey(n, key))
+		}
+	}
+}
+
+// describeKey is what node r holds for key of rule api, owner allocation's
+// state included, for a failure message.
+func describeKey(r *Replica, key string) string {
+	t := r.Table("api")
+	sh, h := t.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	s := sh.lookup(key, h, 0, false)
+	if s == nil || s.o == nil {
+		return "none"
+	}
+	o := s.o
+	out := fmt.Sprintf("%s own=%v others=%v", r.Self().Node, s.own, o.others)
+	if x := o.ext; x != nil {
+		out += fmt.Sprintf(" held=%v from=%v", x.held, r.reg.inc(x.heldFrom))
+		if b := x.book; b != nil {
+			for _, a := range b.accts {
+				out += fmt.Sprintf(" [%v %v]", r.reg.inc(a.inc), a.adm)
+			}
+		}
+	}
+	return out
 }

@@ -507,10 +507,15 @@ func (t *Table) restoreView(e *Entry, now int64) bool {
 	if s.o == nil {
 		s.o = &owned{}
 	}
+	// A view is the whole fleet's, this node's counts included as far as
+	// its sender had heard them, and so at most all of them: what it says
+	// the others admitted is at least the view less this node's own. At
+	// start this node has counted nothing yet; a node that pulls later
+	// has.
 	o := s.owned()
-	o.others[p] = max(o.others[p], e.Admitted)
+	o.others[p] = max(o.others[p], e.Admitted-s.own[p])
 	if p == 1 {
-		o.others[0] = max(o.others[0], e.Prev)
+		o.others[0] = max(o.others[0], e.Prev-s.own[0])
 	}
 	return true
 }
