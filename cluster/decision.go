@@ -16,8 +16,8 @@ type Decision struct {
 	// Remaining is how many more hits would be admitted now, after these.
 	// With owner allocation it is what the whole fleet has left, as this
 	// node last heard from the key's owner, less its own checks since;
-	// in a refusal because the owner did not answer in time, what this
-	// node may still admit on its own.
+	// when the owner did not answer in time, what this node may still
+	// admit on its own.
 	Remaining int64
 	// ResetAfter is how long until the whole Limit is available again if
 	// no more hits arrive.

@@ -318,21 +318,28 @@ func (t *Table) refuseLate(s *slot, c clock, hits int64) window.Decision {
 // unanswered (the owner is unreachable): from its view alone, and within its
 // share of what the fleet had left when it last heard from the owner, on top
 // of its grant, so that however many nodes lose the owner at once, together
-// they admit at most what the fleet had left as they last heard.
+// they admit at most what the fleet had left as they last heard. Remaining
+// is what is left of that share: the node cannot vouch for more.
 func (t *Table) admitAsked(s *slot, c clock, hits int64) window.Decision {
 	o := s.owned()
 	view := o.view(s)
 	d := t.rule.DecideAt(view, c.elapsed, hits)
 	live := int64(max(t.live.Load(), 1))
-	if !d.Allowed || hits == 0 || live == 1 {
+	if live == 1 {
 		return d
 	}
 	// What the owner counts this node for: its grant, all spent.
 	past := o.grantAt(c.now, c.end, t.rule.Window)
 	heard := view
 	heard.Curr += past - s.own[1]
-	if room := t.rule.RemainingAt(heard, c.elapsed); s.own[1]+hits-past > room/live {
-		d = t.refuseUnheard(d, view, c, past-s.own[1]+room/live)
+	alone := past - s.own[1] + t.rule.RemainingAt(heard, c.elapsed)/live
+	switch {
+	case d.Allowed && max(hits, 1) > alone:
+		return t.refuseUnheard(d, view, c, alone)
+	case d.Allowed:
+		d.Remaining = min(d.Remaining, alone-hits)
+	default:
+		d.Remaining = min(d.Remaining, max(alone, 0))
 	}
 	return d
 }

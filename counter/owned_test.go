@@ -198,17 +198,21 @@ func TestOwnedOwnerUnreachable(t *testing.T) {
 	}
 }
 
-// TestOwnedUnansweredRefusalIsHonest checks what a node refuses with when
-// its question to the key's owner went unanswered: the room its view shows
-// may be granted to others, so Remaining is what it may admit alone (fewer
-// than the hits asked), never its view's room less the refused hits, and
-// RetryAfter is positive.
+// TestOwnedUnansweredRefusalIsHonest checks what a node answers when its
+// question to the key's owner went unanswered: the room its view shows may
+// be granted to others, so Remaining is what it may admit alone (in a
+// refusal fewer than the hits asked), never its view's room, and a
+// refusal's RetryAfter is positive.
 func TestOwnedUnansweredRefusalIsHonest(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		outcome Outcome
-		hits    int64 // beyond what it may admit alone: lost, its share is a third of the 10 it sees free
-	}{{"late", Late, 1}, {"lost", Lost, 4}} {
+		hits    int64 // lost, its share is a third of the 10 it sees free
+		// admit says the hits fit its share, with at most remaining left
+		// of it; otherwise they are refused.
+		admit     bool
+		remaining int64
+	}{{"late", Late, 1, false, 0}, {"lost", Lost, 4, false, 0}, {"lost-within-share", Lost, 1, true, 2}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newOwnedFleet(t, 3, ownedRule(10, time.Minute, window.Fixed))
 			own := f.ownerIndex("login")
@@ -228,6 +232,13 @@ func TestOwnedUnansweredRefusalIsHonest(t *testing.T) {
 			}
 			if d, err = f.nodes[b].Settle(now, "api", "login", tc.hits, tc.outcome, nil); err != nil {
 				t.Fatal(err)
+			}
+			if tc.admit {
+				if !d.Allowed || d.Remaining > tc.remaining {
+					t.Fatalf("%d hits unanswered (%s): %+v; want admitted with at most %d remaining, what is left of its share",
+						tc.hits, tc.name, d, tc.remaining)
+				}
+				return
 			}
 			if d.Allowed || d.Remaining >= tc.hits || d.RetryAfter <= 0 {
 				t.Fatalf("%d hits unanswered (%s): %+v; want a refusal with remaining < %d and a positive wait",
