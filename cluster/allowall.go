@@ -20,6 +20,7 @@ type Check struct {
 // spent. ok reports whether all were admitted; the decisions are each
 // part's own, in order.
 //
+// A rule with several limits (window.Rule.Also) is one part per limit.
 // Parts are decided in order, a strict part (at most one: ErrSeveralStrict)
 // last. When a part is refused, the hits of those admitted before it are
 // given back, as Reservation.Cancel does, and the parts after it are not
@@ -33,71 +34,116 @@ type Check struct {
 // No part is decided when one could never be (an unknown rule, a bad key or
 // hits).
 func (n *Node) AllowAll(ctx context.Context, checks []Check) ([]Decision, bool, error) {
+	return n.allowAll(ctx, checks, nil)
+}
+
+// allowAll is AllowAll. A check under a rule with several limits is
+// decided as one check per part (window.Rule.Parts), and its decision
+// combines theirs. When tickets is not nil, an admitted check's tickets,
+// one per part decided, go there, for a reservation to give back.
+func (n *Node) allowAll(ctx context.Context, checks []Check, tickets *[]counter.Ticket) ([]Decision, bool, error) {
 	if n.isClosing.Load() {
 		return nil, false, ErrClosed
 	}
+	x := n.index.Load()
+	flat, of := checks, []int(nil)
+	if x.multi {
+		flat, of = nil, make([]int, 0, len(checks))
+		for i, c := range checks {
+			parts := x.parts[c.Rule]
+			if parts == nil {
+				flat, of = append(flat, c), append(of, i)
+				continue
+			}
+			for _, p := range parts {
+				flat, of = append(flat, Check{Rule: p, Key: c.Key, Hits: c.Hits}), append(of, i)
+			}
+		}
+	}
+	which := func(i int) int {
+		if of == nil {
+			return i + 1
+		}
+		return of[i] + 1
+	}
 	strictAt := -1
-	counts := make([]int64, len(checks))
-	for i, c := range checks {
+	counts := make([]int64, len(flat))
+	for i, c := range flat {
 		t := n.replica.Table(c.Rule)
-		err := n.Check(c.Rule, c.Key, c.Hits)
+		err := n.replica.Check(c.Rule, c.Key, c.Hits)
 		if t == nil && err == nil {
 			err = fmt.Errorf("%w %q", ErrUnknownRule, c.Rule) // removed by a Reload meanwhile
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("sluice: check %d of %d: %w", i+1, len(checks), err)
+			return nil, false, fmt.Errorf("sluice: check %d of %d: %w", which(i), len(checks), err)
 		}
 		r := t.Rule()
 		counts[i] = r.Count
 		if r.IsStrict() {
 			if strictAt >= 0 {
-				return nil, false, fmt.Errorf("%w: rules %q and %q", ErrSeveralStrict, checks[strictAt].Rule, c.Rule)
+				return nil, false, fmt.Errorf("%w: rules %q and %q", ErrSeveralStrict, flat[strictAt].Rule, c.Rule)
 			}
 			strictAt = i
 		}
 	}
-	out := make([]Decision, len(checks))
-	tickets := make([]counter.Ticket, len(checks))
+	ds := make([]Decision, len(flat))
+	tks := make([]counter.Ticket, len(flat))
 	giveBack := func() {
-		for i := range tickets {
-			if tickets[i].Counted() {
-				n.replica.Refund(&tickets[i], n.now())
+		for i := range tks {
+			if tks[i].Counted() {
+				// What the part has left is as before it was spent.
+				ds[i].Remaining = min(ds[i].Remaining+n.replica.Refund(&tks[i], n.now()), ds[i].Limit)
 			}
 		}
 	}
 	refused := false
 	decide := func(i int) error {
-		c := checks[i]
+		c := flat[i]
 		if refused {
 			if i == strictAt {
-				out[i] = Decision{Limit: counts[i]}
+				ds[i] = Decision{Limit: counts[i]}
 				return nil
 			}
-			return n.allow(ctx, c.Rule, c.Key, 0, nil, &out[i])
+			var probe counter.Ticket // a ticket, so that allow decides the part itself
+			return n.allow(ctx, c.Rule, c.Key, 0, &probe, &ds[i])
 		}
-		if err := n.allow(ctx, c.Rule, c.Key, c.Hits, &tickets[i], &out[i]); err != nil {
+		if err := n.allow(ctx, c.Rule, c.Key, c.Hits, &tks[i], &ds[i]); err != nil {
 			return err
 		}
-		refused = !out[i].Allowed
+		refused = !ds[i].Allowed
 		return nil
 	}
-	for i := range checks {
+	for i := range flat {
 		if i == strictAt {
 			continue
 		}
 		if err := decide(i); err != nil {
 			giveBack()
-			return out, false, fmt.Errorf("sluice: check %d of %d: %w", i+1, len(checks), err)
+			return nil, false, fmt.Errorf("sluice: check %d of %d: %w", which(i), len(checks), err)
 		}
 	}
 	if strictAt >= 0 {
 		if err := decide(strictAt); err != nil {
 			giveBack()
-			return out, false, fmt.Errorf("sluice: check %d of %d: %w", strictAt+1, len(checks), err)
+			return nil, false, fmt.Errorf("sluice: check %d of %d: %w", which(strictAt), len(checks), err)
 		}
 	}
 	if refused {
 		giveBack()
+	} else if tickets != nil {
+		*tickets = tks
+	}
+	if of == nil {
+		return ds, !refused, nil
+	}
+	out := make([]Decision, len(checks))
+	for i, from := 0, 0; i < len(checks); i++ {
+		to := from
+		for to < len(flat) && of[to] == i {
+			to++
+		}
+		out[i] = combine(ds[from:to])
+		from = to
 	}
 	return out, !refused, nil
 }

@@ -29,6 +29,10 @@ type Decision struct {
 	// Path says what produced the decision: this node's view, the strict
 	// log, or a strict rule's fail mode.
 	Path window.Path
+	// Shadowed says the rule is in shadow mode (window.Rule.Shadow) and
+	// refused the hits: the caller is admitted all the same, nothing was
+	// spent, and RetryAfter is the wait the refusal would have given.
+	Shadowed bool
 
 	// at is when the decision was made, in Unix nanoseconds; 0 when
 	// unknown. The core counts in integers, and a time.Time is made only
@@ -64,5 +68,6 @@ func (d *Decision) from(c *window.Decision) {
 	d.ResetAfter = c.ResetAfter
 	d.RetryAfter = c.RetryAfter
 	d.Path = c.Path
+	d.Shadowed = false
 	d.at = c.At
 }

@@ -43,11 +43,8 @@ func (l *Limiter) Name() string { return l.rule }
 // Rule returns the handle's rule as the node has it now, and false if a
 // Reload has removed it.
 func (l *Limiter) Rule() (window.Rule, bool) {
-	t := l.n.replica.Table(l.rule)
-	if t == nil {
-		return window.Rule{}, false
-	}
-	return t.Rule(), true
+	r, ok := l.n.index.Load().rules[l.rule]
+	return r, ok
 }
 
 // Allow is AllowN(ctx, key, 1).
@@ -129,6 +126,14 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 // nothing for later: its Decision says when to come back.
 func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservation, error) {
 	r := &Reservation{n: l.n}
+	if x := l.n.index.Load(); x.multi && x.parts[l.rule] != nil {
+		ds, _, err := l.n.allowAll(ctx, []Check{{Rule: l.rule, Key: key, Hits: n}}, &r.parts)
+		if err != nil {
+			return nil, err
+		}
+		r.d = ds[0]
+		return r, nil
+	}
 	if err := l.n.allow(ctx, l.rule, key, n, &r.ticket, &r.d); err != nil {
 		return nil, err
 	}

@@ -57,6 +57,9 @@ type Metrics struct {
 	// allocation), and BorrowTimeouts those whose answer did not come in
 	// time and were decided from this node's view.
 	Borrows, BorrowTimeouts int64
+	// ShadowRefusals are refusals by rules in shadow mode, whose callers
+	// were admitted.
+	ShadowRefusals int64
 }
 
 // counters are the node's live metrics, updated as it works: each is the
@@ -72,6 +75,7 @@ type counters struct {
 	DeltasReceived, EntriesMerged, DeltasRejected, UnknownRuleDeltas atomic.Int64
 	strictapi.Counters                                               // strict mode's, which it updates itself
 	Borrows, BorrowTimeouts                                          atomic.Int64
+	ShadowRefusals                                                   atomic.Int64
 }
 
 func newCounters() *counters { return &counters{} }
@@ -105,6 +109,7 @@ func (c *counters) snapshot() Metrics {
 		StrictRecoveries:        c.StrictRecoveries.Load(),
 		Borrows:                 c.Borrows.Load(),
 		BorrowTimeouts:          c.BorrowTimeouts.Load(),
+		ShadowRefusals:          c.ShadowRefusals.Load(),
 	}
 }
 
@@ -140,6 +145,7 @@ func (m Metrics) WritePrometheus(w io.Writer) error {
 		{"sluice_strict_inflight_failovers_total", "counter", "Strict checks answered by fail_mode while on their way to a leader that did not answer in time.", &m.StrictInFlightFailovers},
 		{"sluice_borrows_total", "counter", "Checks this node asked a key's owner about, its grant spent while the fleet had room.", &m.Borrows},
 		{"sluice_borrow_timeouts_total", "counter", "Checks whose owner did not answer in time, decided from this node's view.", &m.BorrowTimeouts},
+		{"sluice_shadow_refusals_total", "counter", "Refusals by rules in shadow mode, whose callers were admitted.", &m.ShadowRefusals},
 		{"sluice_strict_recoveries_total", "counter", "Strict groups this node rebuilt from the voters left after a majority restarted without their logs.", &m.StrictRecoveries},
 	} {
 		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", x.name, x.help, x.name, x.kind, x.name, *x.v); err != nil {

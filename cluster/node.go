@@ -150,7 +150,8 @@ type Node struct {
 
 	changed atomic.Bool // counts changed since the last save
 
-	rulesMu sync.Mutex    // serialises Reload; guards cfg.Rules
+	rulesMu sync.Mutex // serialises Reload; guards cfg.Rules
+	index   atomic.Pointer[ruleIndex]
 	wake    chan struct{} // reschedules the tick loop, e.g. when peers change
 	wg      sync.WaitGroup
 
@@ -176,12 +177,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if now := cfg.Now; now != nil {
 		n.ownNow = func() int64 { return now().UnixNano() }
 	}
-	n.skew = newSkewWatch(cfg.Rules)
+	parts := window.AllParts(cfg.Rules)
+	n.index.Store(newRuleIndex(cfg.Rules))
+	n.skew = newSkewWatch(parts)
 	n.now = func() int64 { return n.ownNow() + n.skew.fix.Load() }
 	n.self = counter.Incarnation{Node: cfg.Name, Boot: newBootID()}
 	n.metrics.Members.Store(1)
-	n.hash.Store(rulesHash(cfg.Rules))
-	replica, err := counter.NewReplica(counter.Config{Self: n.self, Rules: cfg.Rules, Start: n.now(), AskTimeout: cfg.BorrowTimeout})
+	n.hash.Store(rulesHash(parts))
+	replica, err := counter.NewReplica(counter.Config{Self: n.self, Rules: parts, Start: n.now(), AskTimeout: cfg.BorrowTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}
@@ -202,6 +205,11 @@ func (cfg *Config) defaults() error {
 	cfg.Rules = window.WithDefaults(cfg.Rules)
 	if err := strictEnabled(cfg.Rules, cfg.Strict); err != nil {
 		return fmt.Errorf("sluice: %w", err)
+	}
+	for i, r := range cfg.Rules {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("sluice: rule %d (%q): %w", i+1, r.Name, err)
+		}
 	}
 	if cfg.Name == "" {
 		host, err := os.Hostname()
@@ -395,12 +403,21 @@ func (n *Node) allow(ctx context.Context, rule, key string, hits int64, tk *coun
 		// instead of 1,341 (callgrind, BenchmarkAllow).
 		return ErrClosed
 	}
+	x := n.index.Load()
+	if x.multi && tk == nil && x.parts[rule] != nil {
+		// A rule with several limits. A check that brings a ticket is one
+		// of its parts, or a reservation, which Reserve splits itself.
+		return n.allowParts(ctx, rule, key, hits, out)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if n.strict != nil {
 		if d, ok, err := n.strict.Allow(ctx, rule, key, hits); ok {
 			out.from(&d)
+			if x.anyShadow {
+				n.shadowed(x, rule, out)
+			}
 			return err
 		}
 	}
@@ -411,6 +428,9 @@ func (n *Node) allow(ctx context.Context, rule, key string, hits int64, tk *coun
 		n.changed.Store(true)
 	}
 	out.from(&d)
+	if x.anyShadow && err == nil {
+		n.shadowed(x, rule, out)
+	}
 	return err
 }
 
@@ -546,20 +566,27 @@ func (n *Node) Reload(ctx context.Context, rules []window.Rule) error {
 	if err := strictEnabled(rules, n.cfg.Strict); err != nil {
 		return fmt.Errorf("sluice: reload: %w", err)
 	}
+	for i, r := range rules {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("sluice: reload: rule %d (%q): %w", i+1, r.Name, err)
+		}
+	}
+	parts := window.AllParts(rules)
 	n.rulesMu.Lock()
 	defer n.rulesMu.Unlock()
 	now := n.now()
-	if err := n.replica.SetRules(rules, now); err != nil {
+	if err := n.replica.SetRules(parts, now); err != nil {
 		return fmt.Errorf("sluice: reload: %w", err)
 	}
 	if n.strict != nil {
-		if err := n.strict.SetRules(ctx, rules); err != nil {
+		if err := n.strict.SetRules(ctx, parts); err != nil {
 			return fmt.Errorf("sluice: reload: %w", err)
 		}
 	}
 	n.cfg.Rules = append([]window.Rule(nil), rules...)
-	n.skew.setRules(rules)
-	n.hash.Store(rulesHash(rules))
+	n.index.Store(newRuleIndex(rules))
+	n.skew.setRules(parts)
+	n.hash.Store(rulesHash(parts))
 	if n.members != nil {
 		if err := n.members.updateMeta(); err != nil {
 			n.log.Warn("gossiping the new rules", "err", err)

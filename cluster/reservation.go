@@ -12,8 +12,9 @@ import (
 type Reservation struct {
 	n      *Node
 	d      Decision
-	ticket counter.Ticket // where the hits were counted; empty for a strict rule
-	done   atomic.Bool    // cancelled already
+	ticket counter.Ticket   // where the hits were counted; empty for a strict rule
+	parts  []counter.Ticket // instead, for a rule with several limits: one per limit
+	done   atomic.Bool      // cancelled already
 }
 
 // OK reports whether the hits were admitted.
@@ -43,7 +44,16 @@ func (r *Reservation) Cancel() bool {
 		return false
 	}
 	// Read only by the one call that got past the swap: Refund empties it.
-	if !r.ticket.Counted() || r.n.replica.Refund(&r.ticket, r.n.now()) == 0 {
+	given := int64(0)
+	for i := range r.parts {
+		if r.parts[i].Counted() {
+			given += r.n.replica.Refund(&r.parts[i], r.n.now())
+		}
+	}
+	if r.ticket.Counted() {
+		given += r.n.replica.Refund(&r.ticket, r.n.now())
+	}
+	if given == 0 {
 		return false
 	}
 	if !r.n.changed.Load() {

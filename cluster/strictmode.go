@@ -54,7 +54,7 @@ func (n *Node) openStrict(ctx context.Context) error {
 		return fmt.Errorf("sluice: strict mode: %w", err)
 	}
 	n.strict = e
-	return e.SetRules(ctx, n.cfg.Rules)
+	return e.SetRules(ctx, window.AllParts(n.cfg.Rules))
 }
 
 // strictHost is the node as its strict mode sees it.

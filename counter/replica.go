@@ -215,7 +215,7 @@ func (r *Replica) SetRules(rules []window.Rule, now int64) error {
 		ot := old[rule.Name]
 		var t *Table
 		switch {
-		case ot != nil && ot.rule == rule:
+		case ot != nil && ot.rule.Equal(rule):
 			t = ot
 		case ot != nil && ot.rule.Window == rule.Window && ot.rule.Type == rule.Type:
 			t = ot.successor(rule)
@@ -257,7 +257,7 @@ func (r *Replica) SetRules(rules []window.Rule, now int64) error {
 func validateRules(rules []window.Rule) error {
 	seen := make(map[string]bool, len(rules))
 	for i := range rules {
-		if err := rules[i].Validate(); err != nil {
+		if err := rules[i].ValidatePart(); err != nil {
 			return fmt.Errorf("rule %d (%q): %w", i+1, rules[i].Name, err)
 		}
 		if seen[rules[i].Name] {

@@ -3,6 +3,8 @@ package window
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -156,6 +158,21 @@ type Rule struct {
 	Allocation Allocation
 	// FailMode is what a strict rule does without a quorum.
 	FailMode FailMode
+	// Also are more limits a check under the rule must fit as well, all or
+	// nothing: a burst cap of 20 per second beside 1,000 per minute, say.
+	// Each is enforced as a part of its own (see Parts), sharing the rule's
+	// other fields.
+	Also []Limit
+	// Shadow has the rule's decisions computed, counted and reported, but
+	// every caller admitted: a new limit tried on live traffic.
+	Shadow bool
+}
+
+// Limit is one more count per window that a rule holds (Rule.Also).
+type Limit struct {
+	Count  int64
+	Window time.Duration
+	Type   Type
 }
 
 // DefaultSyncInterval is the sync interval of a batched rule that sets none,
@@ -213,6 +230,29 @@ func (r *Rule) Validate() error {
 	if err := validateName(r.Name); err != nil {
 		return err
 	}
+	return r.validateFields()
+}
+
+// ValidatePart is Validate for a rule as the counters hold it, one of the
+// parts of a rule (Parts): its name may end in PartSep and the part's
+// number, and it holds one limit.
+func (r *Rule) ValidatePart() error {
+	name := r.Name
+	if i := strings.Index(name, PartSep); i > 0 {
+		if n, err := strconv.Atoi(name[i+len(PartSep):]); err == nil && n >= 2 && n <= MaxLimits {
+			name = name[:i]
+		}
+	}
+	if err := validateName(name); err != nil {
+		return err
+	}
+	if len(r.Also) > 0 {
+		return fieldErr("limits", "must be split into parts (Rule.Parts) before the counters take them")
+	}
+	return r.validateFields()
+}
+
+func (r *Rule) validateFields() error {
 	if r.Count < 1 {
 		return fieldErr("count", "must be ≥ 1, got %d", r.Count)
 	}
@@ -237,8 +277,18 @@ func (r *Rule) Validate() error {
 	if r.FailMode > FailClosed {
 		return fieldErr("fail_mode", "must be open, closed or local, got %v", r.FailMode)
 	}
-	return nil
+	if len(r.Also) > 0 && r.IsStrict() {
+		return fieldErr("limits", "must be one limit for a strict rule: the log decides one check at a time and cannot give back what it counted")
+	}
+	if len(r.Also) > MaxLimits-1 {
+		return fieldErr("limits", "must hold at most %d limits, got %d", MaxLimits, len(r.Also)+1)
+	}
+	return r.validateAlso()
 }
+
+// MaxLimits is the most limits one rule may hold: each is a check of its
+// own on every request.
+const MaxLimits = 8
 
 func validateName(name string) error {
 	if name == "" {

@@ -108,6 +108,22 @@ type Rule struct {
 	// FailMode (fail_mode) is what a strict rule does without quorum:
 	// "open", "closed" or "local" (the default).
 	FailMode string
+	// Limits are more limits a check must fit as well, all or nothing
+	// (window.Rule.Also): a batched rule of 20 per second may also hold
+	// 1,000 per minute.
+	Limits []Limit
+	// Shadow (shadow: true) computes, counts and reports the rule's
+	// decisions but admits every caller (window.Rule.Shadow).
+	Shadow bool
+}
+
+// Limit is one more limit of a rule, as the file spells it.
+type Limit struct {
+	// Count and TimeWindow (time_window) are required, as for a rule;
+	// WindowType (window_type) is "fixed" or "sliding" (the default).
+	Count      *int64
+	TimeWindow *float64
+	WindowType string
 }
 
 // MaxSize is the largest config file Load reads, in bytes.

@@ -77,6 +77,23 @@ rules:
 			wantRules: []window.Rule{{Name: "a", Count: 1000, Window: 2 * time.Second, SyncInterval: time.Second}},
 		},
 		{
+			name: "several limits and shadow mode",
+			yaml: `rules:
+  - name: api
+    count: 20
+    time_window: 1
+    window_type: fixed
+    limits:
+      - {count: 1000, time_window: 60, window_type: sliding}
+      - {count: 20000, time_window: 3600, window_type: fixed}
+    shadow: true
+`,
+			wantRules: []window.Rule{{Name: "api", Count: 20, Window: time.Second, Type: window.Fixed,
+				SyncInterval: 200 * time.Millisecond, Shadow: true, Also: []window.Limit{
+					{Count: 1000, Window: time.Minute, Type: window.Sliding},
+					{Count: 20000, Window: time.Hour, Type: window.Fixed}}}},
+		},
+		{
 			name: "anchors and merge keys",
 			yaml: `rules:
   - &base {name: a, count: 3, time_window: 1, sync_interval: 0.5}
@@ -109,7 +126,7 @@ rules:
 				t.Fatalf("got %d rules, want %d", len(rules), len(tt.wantRules))
 			}
 			for i := range rules {
-				if rules[i] != tt.wantRules[i] {
+				if !rules[i].Equal(tt.wantRules[i]) {
 					t.Errorf("rule %d = %+v, want %+v", i, rules[i], tt.wantRules[i])
 				}
 			}
@@ -147,7 +164,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown top field", "nmae: x\n" + goodRules,
 			`bad.yaml:1: unknown field "nmae" (known fields: name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, rules)`, "nmae"},
 		{"unknown rule field", rule("name: api", "count: 10", "time_window: 10", "sync_interval: 0.2", "windw: 3"),
-			`bad.yaml:6: rule 1 "api": unknown field "windw" (known fields: name, count, time_window, window_type, sync_interval, allocation, fail_mode)`, "windw"},
+			`bad.yaml:6: rule 1 "api": unknown field "windw" (known fields: name, count, time_window, window_type, sync_interval, allocation, fail_mode, limits, shadow)`, "windw"},
 		{"duplicate key", rule("name: api", "count: 10", "count: 11", "time_window: 10", "sync_interval: 0.2"),
 			`bad.yaml:4: rule 1 "api": mapping key "count" already defined at line 3`, "count"},
 		{"count not a number", rule("name: api", "count: ten", "time_window: 10", "sync_interval: 0.2"),
@@ -156,8 +173,18 @@ func TestParseErrors(t *testing.T) {
 			"bad.yaml:3: rule 1 \"api\": count must be an integer, got !!float `1.5`", "count"},
 		{"time_window not a number", rule("name: api", "count: 1", "time_window: 10s", "sync_interval: 0.2"),
 			"bad.yaml:4: rule 1 \"api\": time_window must be a number of seconds, got !!str `10s`", "time_window"},
+		{"limit without a count", rule("name: api", "count: 10", "time_window: 10", "limits: [{time_window: 60}]"),
+			`bad.yaml:5: rule 1 "api": limits[1]: count is required: hits allowed per window, 1 … 2^40`, "limits"},
+		{"limit repeats the rule's window", rule("name: api", "count: 10", "time_window: 10", "limits: [{count: 5, time_window: 10}]"),
+			`bad.yaml:5: rule 1 "api": limits[1] repeats the rule's first window (10s sliding)`, "limits"},
+		{"limit with a rule field", rule("name: api", "count: 10", "time_window: 10", "limits: [{count: 5, time_window: 60, sync_interval: 1}]"),
+			`bad.yaml:5: rule 1 "api": unknown field "sync_interval" (known fields: count, time_window, window_type); sync_interval is a field of the rule, shared by all its limits: write it beside the rule's count`, "sync_interval"},
+		{"strict rule with limits", rule("name: api", "count: 10", "time_window: 10", "sync_interval: -1", "limits: [{count: 50, time_window: 60}]"),
+			`bad.yaml:6: rule 1 "api": limits must be one limit for a strict rule: the log decides one check at a time and cannot give back what it counted`, "limits"},
+		{"shadow not a bool", rule("name: api", "count: 10", "time_window: 10", "shadow: maybe"),
+			"bad.yaml:5: rule 1 \"api\": shadow must be true or false, got !!str `maybe`", "shadow"},
 		{"rule not a mapping", "rules:\n  - 5\n",
-			"bad.yaml:2: rule 1: a rule must be a mapping of fields (name, count, time_window, window_type, sync_interval, allocation, fail_mode), got !!int `5`", ""},
+			"bad.yaml:2: rule 1: a rule must be a mapping of fields (name, count, time_window, window_type, sync_interval, allocation, fail_mode, limits, shadow), got !!int `5`", ""},
 		{"name empty", rule("count: 1", "time_window: 10", "sync_interval: 0.2"),
 			"bad.yaml:2: rule 1: name must not be empty", "name"},
 		{"name bad char", rule("name: a b", "count: 1", "time_window: 10", "sync_interval: 0.2"),
@@ -169,7 +196,7 @@ func TestParseErrors(t *testing.T) {
 		{"count fraction via merge", "rules:\n  - &a {name: a, count: 1, time_window: 1, sync_interval: -1}\n  - <<: [{count: 0.5}, *a]\n    name: b\n",
 			"bad.yaml:3: rule 2 \"b\": count must be an integer, got !!float `0.5`", "count"},
 		{"rule in flow list not a mapping", "rules: [5]\n",
-			"bad.yaml:1: rule 1: a rule must be a mapping of fields (name, count, time_window, window_type, sync_interval, allocation, fail_mode), got !!int `5`", ""},
+			"bad.yaml:1: rule 1: a rule must be a mapping of fields (name, count, time_window, window_type, sync_interval, allocation, fail_mode, limits, shadow), got !!int `5`", ""},
 		{"count too big", rule("name: api", "count: 1099511627777", "time_window: 10", "sync_interval: 0.2"),
 			`bad.yaml:3: rule 1 "api": count must be ≤ 2^40 (1099511627776), got 1099511627777`, "count"},
 		{"time_window missing", rule("name: api", "count: 1", "sync_interval: 0.2"),

@@ -57,11 +57,33 @@ func convertRule(fr *Rule) (window.Rule, string, error) {
 	if r.FailMode, err = window.ParseFailMode(fr.FailMode); err != nil {
 		return r, "fail_mode", err
 	}
+	r.Shadow = fr.Shadow
+	for i, fl := range fr.Limits {
+		var l window.Limit
+		at := fmt.Sprintf("limits[%d]", i+1)
+		if fl.Count == nil {
+			return r, "limits", fmt.Errorf("%s: count is required: hits allowed per window, 1 … 2^40", at)
+		}
+		if fl.TimeWindow == nil {
+			return r, "limits", fmt.Errorf("%s: time_window is required: the window length in seconds, e.g. 60", at)
+		}
+		l.Count = *fl.Count
+		if l.Window, err = seconds("time_window", *fl.TimeWindow); err != nil {
+			return r, "limits", fmt.Errorf("%s: %w", at, err)
+		}
+		if l.Type, err = window.ParseType(fl.WindowType); err != nil {
+			return r, "limits", fmt.Errorf("%s: %w", at, err)
+		}
+		r.Also = append(r.Also, l)
+	}
 	r = r.WithDefaults()
 	if err := r.Validate(); err != nil {
 		field := ""
 		if fe, ok := errors.AsType[*window.FieldError](err); ok {
 			field = fe.Field
+		}
+		if len(r.Also) > 0 && strings.HasPrefix(err.Error(), "limits") {
+			field = "limits"
 		}
 		return r, field, err
 	}

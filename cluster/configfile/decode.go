@@ -28,8 +28,9 @@ const (
 type level int
 
 const (
-	topLevel  level = iota // the node's settings and its rules
-	ruleLevel              // one rule
+	topLevel   level = iota // the node's settings and its rules
+	ruleLevel               // one rule
+	limitLevel              // one more limit of a rule
 )
 
 // The fields of each level, in the order the messages list them.
@@ -37,13 +38,18 @@ var (
 	topFields = []string{"name", "grpc_addr", "gossip_addr", "advertise_addr", "http_addr", "join", "data_dir",
 		"raft_addr", "raft_advertise_addr", "strict_voters", "strict_timeout", "strict_bootstrap_wait",
 		"borrow_timeout", "persist_interval", "reconnect_interval", "rules"}
-	ruleFields = []string{"name", "count", "time_window", "window_type", "sync_interval", "allocation", "fail_mode"}
+	ruleFields = []string{"name", "count", "time_window", "window_type", "sync_interval", "allocation", "fail_mode",
+		"limits", "shadow"}
+	limitFields = []string{"count", "time_window", "window_type"}
 )
 
 // fields is the fields a mapping at l may hold.
 func (l level) fields() []string {
-	if l == ruleLevel {
+	switch l {
+	case ruleLevel:
 		return ruleFields
+	case limitLevel:
+		return limitFields
 	}
 	return topFields
 }
@@ -57,6 +63,8 @@ func (l level) unknown(key string) error {
 		msg += fmt.Sprintf("; %s is a field of a rule: write it in an entry of the rules list", key)
 	case l == ruleLevel && slices.Contains(topFields, key):
 		msg += fmt.Sprintf("; %s is a node setting: write it at the top level, outside rules", key)
+	case l == limitLevel && slices.Contains(ruleFields, key):
+		msg += fmt.Sprintf("; %s is a field of the rule, shared by all its limits: write it beside the rule's count", key)
 	}
 	return errors.New(msg)
 }
@@ -266,9 +274,62 @@ func (d *decoder) ruleOf(m *yaml.Node) (Rule, map[string]*yaml.Node) {
 			d.text(f, &r.Allocation)
 		case "fail_mode":
 			d.text(f, &r.FailMode)
+		case "limits":
+			r.Limits = d.limits(f)
+		case "shadow":
+			r.Shadow = d.boolean(f)
 		}
 	}
 	return r, keys
+}
+
+// limits reads a rule's extra limits: a list of mappings of count,
+// time_window and window_type.
+func (d *decoder) limits(f field) []Limit {
+	v := f.value
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == nullTag {
+		return nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		d.wrongType(f, "a list of limits, each with count, time_window and window_type")
+		return nil
+	}
+	out := make([]Limit, 0, len(v.Content))
+	for _, item := range v.Content {
+		m := orSelf(resolve(item), item)
+		if m.Kind != yaml.MappingNode {
+			d.fail(m, "limits", fmt.Errorf("a limit must be a mapping of fields (%s), got %s",
+				strings.Join(limitFields, ", "), describe(m)))
+			continue
+		}
+		var l Limit
+		for _, lf := range d.fieldsOf(m, limitLevel) {
+			switch lf.name {
+			case "count":
+				l.Count = d.integer(lf)
+			case "time_window":
+				l.TimeWindow = d.number(lf, "a number of seconds")
+			case "window_type":
+				d.text(lf, &l.WindowType)
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// boolean reads a true/false field.
+func (d *decoder) boolean(f field) bool {
+	v := d.scalar(f, "true or false")
+	if v == nil {
+		return false
+	}
+	var b bool
+	if v.ShortTag() != "!!bool" || v.Decode(&b) != nil {
+		d.wrongType(f, "true or false")
+		return false
+	}
+	return b
 }
 
 // fieldsOf returns the fields of mapping m, read at level l: its own keys in

@@ -16,7 +16,7 @@ import (
 // that are not YAML. Each error names the line of the node at fault.
 func TestParseStructureErrors(t *testing.T) {
 	const topKnown = "name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, rules"
-	const ruleKnown = "name, count, time_window, window_type, sync_interval, allocation, fail_mode"
+	const ruleKnown = "name, count, time_window, window_type, sync_interval, allocation, fail_mode, limits, shadow"
 	tests := []struct {
 		name      string
 		yaml      string
@@ -228,7 +228,7 @@ func TestParseYAMLFeatures(t *testing.T) {
 				t.Fatalf("got %d rules, want %d", len(rules), len(tt.rules))
 			}
 			for i := range rules {
-				if rules[i] != tt.rules[i] {
+				if !rules[i].Equal(tt.rules[i]) {
 					t.Errorf("rule %d = %+v, want %+v", i, rules[i], tt.rules[i])
 				}
 			}

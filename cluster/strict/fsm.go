@@ -125,7 +125,7 @@ func (f *strictFSM) hasRules(rules map[string]window.Rule) bool {
 	defer f.mu.Unlock()
 	for name, r := range rules {
 		t := f.replica.Table(name)
-		if t == nil || t.Rule() != r {
+		if t == nil || !t.Rule().Equal(r) {
 			return false
 		}
 	}

@@ -89,7 +89,7 @@ func sameRules(want map[string]window.Rule, have []window.Rule) bool {
 		return false
 	}
 	for _, r := range have {
-		if w, ok := want[r.Name]; !ok || w != r {
+		if w, ok := want[r.Name]; !ok || !w.Equal(r) {
 			return false
 		}
 	}

@@ -116,6 +116,12 @@ func agentMain(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 		} else {
 			attrs = append(attrs, "sync_interval", r.SyncInterval, "allocation", r.Allocation)
 		}
+		for i, l := range r.Also {
+			attrs = append(attrs, fmt.Sprintf("limits[%d]", i+1), fmt.Sprintf("%d per %v %v", l.Count, l.Window, l.Type))
+		}
+		if r.Shadow {
+			attrs = append(attrs, "shadow", true)
+		}
 		log.Info("rule", attrs...)
 	}
 	if ready != nil {
