@@ -162,6 +162,10 @@ func (d *decoder) readDomain(doc *yaml.Node) *Domain {
 		d.fail(root, "domain", errors.New("domain is required: the name requests give in their domain field"))
 	}
 	d.domainName = d.dom.Name
+	for _, e := range d.errs {
+		// Found before the domain that names them.
+		e.Domain = d.domainName
+	}
 	if descriptors != nil {
 		d.descriptors(*descriptors, d.dom.root, 1)
 	}
@@ -366,8 +370,9 @@ func (d *decoder) rateLimit(f field, t *tree, shadow bool, desc settings) {
 	} else {
 		u, ok := parseUnit(unit)
 		switch {
-		case unitKey == nil:
+		case unitKey == nil && len(d.errs) == first:
 			d.fail(m, "unit", fmt.Errorf("unit is required: one of %s", unitNames))
+		case unitKey == nil:
 		case !ok:
 			d.fail(unitKey, "unit", fmt.Errorf("unit must be one of %s, got %q", unitNames, unit))
 		}
