@@ -34,8 +34,13 @@ var (
 )
 
 // maxDepth bounds how deep descriptors nest, so that a hostile file cannot
-// exhaust the stack.
-const maxDepth = 64
+// exhaust the stack; maxDescriptors bounds how many a file holds, aliases
+// expanded, so that a few aliases cannot make billions (a file of MaxSize
+// holds fewer as plain text).
+const (
+	maxDepth       = 64
+	maxDescriptors = 100_000
+)
 
 // unknown is the error for a key that is not one of fields. A key that is
 // a field of the descriptor written in its rate_limit, or the other way
@@ -87,10 +92,15 @@ type decoder struct {
 	reading map[*yaml.Node]bool
 	// dom is the domain being built.
 	dom *Domain
+	// count is the descriptors read so far; open marks the descriptor
+	// mappings being read, to catch one that holds itself by an alias.
+	count int
+	open  map[*yaml.Node]bool
 }
 
 func newDecoder(path string) *decoder {
-	return &decoder{path: path, fields: map[fieldsKey][]field{}, reading: map[*yaml.Node]bool{}}
+	return &decoder{path: path, fields: map[fieldsKey][]field{}, reading: map[*yaml.Node]bool{},
+		open: map[*yaml.Node]bool{}}
 }
 
 // fail records a problem with field (empty for none) at n's line.
@@ -187,12 +197,22 @@ func (d *decoder) descriptors(f field, parent *tree, depth int) {
 	}
 	for _, item := range v.Content {
 		m := orSelf(resolve(item), item)
-		if m.Kind != yaml.MappingNode {
+		switch {
+		case m.Kind != yaml.MappingNode:
 			d.fail(m, "", fmt.Errorf("a descriptor must be a mapping of fields (%s), got %s",
 				strings.Join(descriptorFields, ", "), describe(m)))
 			continue
+		case d.open[m]:
+			d.fail(item, "descriptors", errors.New("a descriptor must not hold itself (by an alias)"))
+			continue
+		case d.count >= maxDescriptors:
+			d.fail(item, "descriptors", fmt.Errorf("more than %d descriptors, aliases expanded", maxDescriptors))
+			return
 		}
+		d.count++
+		d.open[m] = true
 		d.readDescriptor(m, parent, depth)
+		delete(d.open, m)
 	}
 }
 
