@@ -161,7 +161,7 @@ func (d *decoder) readDomain(doc *yaml.Node) *Domain {
 		case "domain":
 			hasDomain = true
 			d.text(f, &d.dom.Name)
-			if d.dom.Name == "" {
+			if d.dom.Name == "" && f.value.Kind == yaml.ScalarNode {
 				d.fail(f.key, "domain", errors.New("domain must not be empty"))
 			}
 		case "descriptors":

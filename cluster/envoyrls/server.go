@@ -79,7 +79,7 @@ func NewServer(n *cluster.Node, l *Limits, o Options) *Server {
 		o.Now = time.Now
 	}
 	s := &Server{node: n, opts: o}
-	s.limits.Store(l)
+	s.SetLimits(l)
 	return s
 }
 
@@ -88,7 +88,13 @@ func (s *Server) Register(r grpc.ServiceRegistrar) { rlsv3.RegisterRateLimitServ
 
 // SetLimits replaces the domains the server answers for (a config reload).
 // Reload the node's rules first, so that every rule l names exists.
-func (s *Server) SetLimits(l *Limits) { s.limits.Store(l) }
+// Nil answers for no domain.
+func (s *Server) SetLimits(l *Limits) {
+	if l == nil {
+		l = &Limits{}
+	}
+	s.limits.Store(l)
+}
 
 // part is one descriptor of a request: the limit it matched (nil for none),
 // the key it counts under and its hits.
