@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/cluster/internal/strictapi"
 	"github.com/sluicehq/sluice/counter"
@@ -116,6 +117,13 @@ type Config struct {
 	// Network carries the node's traffic; nil is the host's TCP and UDP.
 	// Fault tests run nodes on a network that partitions, drops and delays.
 	Network Network
+
+	// GRPCServices register more gRPC services on the node's server,
+	// beside sluice's own, on the same port: the agent serves Envoy's rate
+	// limit service this way. Each is called once, during Start, with the
+	// node, before the server answers any call; a node without GRPCAddr
+	// calls none.
+	GRPCServices []func(s grpc.ServiceRegistrar, n *Node)
 
 	// GossipTuning, when set, adjusts the memberlist configuration the
 	// node has filled in, before memberlist starts: its timings (fault

@@ -16,7 +16,7 @@ import (
 
 // server is the node's gRPC server: Limiter for clients, Peer for the
 // cluster (and Strict, which strict mode registers), health and reflection
-// for operators, all on one port.
+// for operators, and what Config.GRPCServices adds, all on one port.
 type server struct {
 	grpc   *grpc.Server
 	health *health.Server
@@ -40,6 +40,9 @@ func newServer(ctx context.Context, n *Node) (*server, error) {
 	}
 	sluicev1.RegisterLimiterServer(s.grpc, NewLimiterService(n))
 	sluicev1.RegisterPeerServer(s.grpc, &peerService{node: n})
+	for _, register := range n.cfg.GRPCServices {
+		register(s.grpc, n)
+	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -18,9 +19,13 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/cluster/configfile"
+	"github.com/sluicehq/sluice/cluster/envoyrls"
 	"github.com/sluicehq/sluice/cluster/strict"
+	"github.com/sluicehq/sluice/window"
 )
 
 // defaultConfig holds the rules the agent enforces without --config.
@@ -34,7 +39,7 @@ const defaultConfigName = "default.yaml (built in)"
 // defaultGRPCAddr is where the agent serves, and check calls, by default.
 const defaultGRPCAddr = "127.0.0.1:7070"
 
-const agentUsage = `usage: sluice agent [--config FILE] [flags]
+const agentUsage = `usage: sluice agent [--config FILE] [--envoy-config FILE…] [flags]
 
 Runs one sluice node: it enforces the rules in FILE (or, without --config,
 built-in rules: api, 10 per 10s sliding; burst, 100 per 60s fixed) and
@@ -52,6 +57,12 @@ before it serves. Start the first node without --join and the others with
 --join pointing at it; give every node a unique --name and the same rules.
 examples/cluster/README.md runs 3 agents on one machine, and
 'sluice members --addr HOST:PORT' lists the cluster as a node sees it.
+
+Envoy: each --envoy-config FILE is an envoyproxy/ratelimit config file, one
+domain per file; the agent then also serves Envoy's rate limit service
+(envoy.service.ratelimit.v3.RateLimitService) on --grpc-addr, and its limits
+become rules beside those of --config. examples/envoy/README.md shows the
+fields and the Envoy side.
 
 With --http-addr the node also serves /metrics (Prometheus), /healthz and
 /debug/pprof/ over HTTP; pprof exposes the process, so keep that address
@@ -75,6 +86,12 @@ type agentOptions struct {
 	// now is the node's clock; nil is the wall clock.
 	// Tests set it.
 	now func() time.Time
+	// envoyPaths are the --envoy-config files, and envoy their limits; nil
+	// without any.
+	envoyPaths []string
+	envoy      *envoyrls.Limits
+	// envoyHeaders is --envoy-response-headers.
+	envoyHeaders bool
 }
 
 // runAgent runs `sluice agent`.
@@ -107,6 +124,9 @@ func agentMain(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	}
 	if f.DataDir != "" {
 		attrs = append(attrs, "data_dir", f.DataDir)
+	}
+	if len(opts.envoyPaths) > 0 {
+		attrs = append(attrs, "envoy_config", strings.Join(opts.envoyPaths, ","))
 	}
 	log.Info("sluice agent serving", attrs...)
 	for _, r := range rules {
@@ -173,6 +193,9 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentOptions, er
 	advertiseAddr := fs.String("advertise-addr", "", "gossip `HOST:PORT` peers reach this node on, when it differs from --gossip-addr (NAT, containers)")
 	var join joinList
 	fs.Var(&join, "join", "gossip addresses of peers to join, `HOST:PORT[,HOST:PORT…]` or dns:NAME:PORT; repeatable; needs --gossip-addr")
+	var envoyPaths fileList
+	fs.Var(&envoyPaths, "envoy-config", "serve Envoy's rate limit service with the limits of this envoyproxy/ratelimit config `FILE`, one domain per file; repeatable")
+	envoyHeaders := fs.Bool("envoy-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to Envoy responses, as envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED")
 	httpAddr := fs.String("http-addr", "", "serve /metrics, /healthz and /debug/pprof/ on `HOST:PORT`; port 0 picks a free port (default: no HTTP)")
 	dataDir := fs.String("data-dir", "", "keep state in this `DIR` across restarts (default: in memory)")
 	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "on stop, wait this long for in-flight calls; 0 cuts them at once")
@@ -240,11 +263,53 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentOptions, er
 	if *shutdown < 0 {
 		return nil, usageError{fmt.Errorf("--shutdown-timeout must not be negative, got %v", *shutdown)}
 	}
-	return &agentOptions{
+	opts := &agentOptions{
 		file:            file,
 		shutdownTimeout: *shutdown,
 		logger:          slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
-	}, nil
+		envoyPaths:      envoyPaths,
+		envoyHeaders:    *envoyHeaders,
+	}
+	if len(envoyPaths) > 0 {
+		if opts.envoy, err = loadEnvoy(envoyPaths); err != nil {
+			return nil, err
+		}
+	} else if *envoyHeaders {
+		return nil, usageError{errors.New("--envoy-response-headers needs --envoy-config")}
+	}
+	return opts, nil
+}
+
+// fileList is a repeatable flag of file names.
+type fileList []string
+
+func (l *fileList) String() string { return strings.Join(*l, ",") }
+
+// Set adds the file s.
+func (l *fileList) Set(s string) error {
+	if s == "" {
+		return errors.New("the file name is empty")
+	}
+	*l = append(*l, s)
+	return nil
+}
+
+// loadEnvoy reads the envoyproxy/ratelimit config files, one domain each.
+func loadEnvoy(paths []string) (*envoyrls.Limits, error) {
+	domains := make([]*envoyrls.Domain, 0, len(paths))
+	var errs []error
+	for _, p := range paths {
+		d, err := envoyrls.Load(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		domains = append(domains, d)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return envoyrls.NewLimits(domains...)
 }
 
 // joinList is the --join flag: gossip addresses of peers, HOST:PORT or
@@ -294,6 +359,13 @@ func checkJoinAddr(a string) error {
 type agent struct {
 	node            *cluster.Node
 	shutdownTimeout time.Duration
+	// builtin are the rules of the built-in config when the agent runs
+	// without --config, which a reload keeps.
+	builtin []window.Rule
+	// envoyPaths are the --envoy-config files a reload reads again, and
+	// rls serves their limits; nil without any.
+	envoyPaths []string
+	rls        *envoyrls.Server
 
 	http     *http.Server  // nil without http_addr
 	httpLis  net.Listener  // nil without http_addr
@@ -329,7 +401,21 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 	cfg.Now = opts.now
 	// The agent serves whatever rules its file holds, strict ones too.
 	cfg.Strict = strict.Mode{}
-	a := &agent{shutdownTimeout: shutdown}
+	a := &agent{shutdownTimeout: shutdown, envoyPaths: opts.envoyPaths}
+	if f.Path == defaultConfigName {
+		a.builtin = cfg.Rules
+	}
+	if opts.envoy != nil {
+		limits := opts.envoy
+		if cfg.Rules, err = limits.AddTo(cfg.Rules, f.Path); err != nil {
+			return nil, err
+		}
+		rlsOpts := envoyrls.Options{ResponseHeaders: opts.envoyHeaders, Logger: logger, Now: opts.now}
+		cfg.GRPCServices = append(cfg.GRPCServices, func(s grpc.ServiceRegistrar, n *cluster.Node) {
+			a.rls = envoyrls.NewServer(n, limits, rlsOpts)
+			a.rls.Register(s)
+		})
+	}
 
 	// Bind HTTP first: a busy port then fails the start before the node
 	// joins the cluster only to leave it again.
@@ -353,7 +439,7 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 
 	if a.httpLis != nil {
 		a.http = &http.Server{
-			Handler:           operatorHandler(node),
+			Handler:           operatorHandler(node, a.rls),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(logger.With("server", "http").Handler(), slog.LevelWarn),
@@ -420,10 +506,27 @@ func (a *agent) Stop() error {
 }
 
 // operatorHandler is the node's /metrics and /healthz with the pprof
-// profiles beside them under /debug/pprof/.
-func operatorHandler(node *cluster.Node) http.Handler {
+// profiles beside them under /debug/pprof/; with rls, /metrics adds the
+// Envoy service's counters.
+func operatorHandler(node *cluster.Node, rls *envoyrls.Server) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", node.HTTPHandler())
+	if rls != nil {
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+			var buf bytes.Buffer
+			err := node.Metrics().WritePrometheus(&buf)
+			if err == nil {
+				err = rls.WritePrometheus(&buf)
+			}
+			if err != nil {
+				http.Error(w, "writing metrics: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+			w.Header().Set("Cache-Control", "no-store")
+			_, _ = buf.WriteTo(w)
+		})
+	}
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -432,27 +535,50 @@ func operatorHandler(node *cluster.Node) http.Handler {
 	return mux
 }
 
-// reload re-reads the rules of the config file and gives them to the node
-// (SIGHUP). Only the rules change; other settings need a restart. A file that
-// does not parse leaves the running rules alone.
+// reload re-reads the rules of the config file and of the --envoy-config
+// files and gives them to the node (SIGHUP). Only the rules change; other
+// settings need a restart. A file that does not parse leaves the running
+// rules alone, and so do Envoy limits whose rule names meet.
 func (a *agent) reload(ctx context.Context, path string, log *slog.Logger) {
-	if path == "" || path == defaultConfigName {
+	builtin := path == "" || path == defaultConfigName
+	if builtin && len(a.envoyPaths) == 0 {
 		log.Warn("SIGHUP: the agent runs on built-in rules; there is no file to reload")
 		return
 	}
-	file, err := configfile.Load(path)
-	if err != nil {
-		log.Error("SIGHUP: config not reloaded", "err", err)
-		return
+	rules := a.builtin
+	if !builtin {
+		file, err := configfile.Load(path)
+		if err != nil {
+			log.Error("SIGHUP: config not reloaded", "err", err)
+			return
+		}
+		if rules, err = file.NodeRules(); err != nil {
+			log.Error("SIGHUP: config not reloaded", "err", err)
+			return
+		}
 	}
-	rules, err := file.NodeRules()
-	if err != nil {
-		log.Error("SIGHUP: config not reloaded", "err", err)
-		return
+	var limits *envoyrls.Limits
+	if len(a.envoyPaths) > 0 {
+		var err error
+		if limits, err = loadEnvoy(a.envoyPaths); err == nil {
+			rules, err = limits.AddTo(rules, path)
+		}
+		if err != nil {
+			log.Error("SIGHUP: config not reloaded", "err", err)
+			return
+		}
 	}
 	if err := a.node.Reload(ctx, rules); err != nil {
 		log.Error("SIGHUP: rules not reloaded", "err", err)
 		return
 	}
-	log.Info("SIGHUP: rules reloaded", "config", path, "rules", len(rules))
+	if limits != nil && a.rls != nil {
+		// After the node's rules, so that every limit's rule exists.
+		a.rls.SetLimits(limits)
+	}
+	attrs := []any{"config", path, "rules", len(rules)}
+	if len(a.envoyPaths) > 0 {
+		attrs = append(attrs, "envoy_config", strings.Join(a.envoyPaths, ","))
+	}
+	log.Info("SIGHUP: rules reloaded", attrs...)
 }

@@ -7,8 +7,9 @@ import (
 )
 
 // TestLinksNoRaftNorYAML lists the packages this program links: an
-// embedding with batched rules only must not pay for strict mode's Raft
-// or the agent's config file parser, in binary size or start-up.
+// embedding with batched rules only must not pay for strict mode's Raft,
+// the agent's config file parser or Envoy's API types, in binary size or
+// start-up.
 func TestLinksNoRaftNorYAML(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -26,6 +27,8 @@ func TestLinksNoRaftNorYAML(t *testing.T) {
 			"github.com/sluicehq/sluice/cluster/strict",
 			"github.com/sluicehq/sluice/store/raftstore",
 			"github.com/sluicehq/sluice/cluster/configfile",
+			"github.com/sluicehq/sluice/cluster/envoyrls",
+			"github.com/envoyproxy/go-control-plane",
 			"go.yaml.in/yaml",
 		} {
 			if dep == banned || strings.HasPrefix(dep, banned+"/") {
