@@ -105,6 +105,7 @@ func TestJSONAsked(t *testing.T) {
 	}
 	for _, tt := range tests {
 		fs := testFlagSet()
+		fs.SetOutput(io.Discard)
 		_ = fs.Parse(tt.args) // what was parsed before a mistake is set
 		if got := jsonAsked(fs, tt.args); got != tt.want {
 			t.Errorf("jsonAsked(%q) = %v, want %v", tt.args, got, tt.want)

@@ -155,7 +155,8 @@ func TestFlagSyntax(t *testing.T) {
 }
 
 // checkUsageLine checks the flags a usage line names against the listing:
-// "[--addr HOST:PORT] --rule RULE [--json]".
+// "[--addr HOST:PORT] --rule RULE [--json]"; "FILE…" marks a flag that may
+// be repeated, whose listing shows FILE.
 func checkUsageLine(t *testing.T, usage string, flags map[string]string) {
 	t.Helper()
 	words := strings.Fields(usage)
@@ -173,7 +174,7 @@ func checkUsageLine(t *testing.T, usage string, flags map[string]string) {
 		got := ""
 		if i+1 < len(words) {
 			if next := strings.Trim(words[i+1], "[]"); !strings.HasPrefix(next, "-") && next != "flags" {
-				got = next
+				got = strings.TrimSuffix(next, "…")
 			}
 		}
 		if got != want {
