@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
+	"github.com/sluicehq/sluice/window"
 )
 
 // MaxBatchChecks is the most checks one CheckBatch request may carry.
@@ -23,13 +24,13 @@ type limiterService struct {
 }
 
 // NewLimiterService returns the sluice.v1.Limiter gRPC service answering
-// checks from n. Register it on a grpc.Server with
+// checks from n and listing its rules. Register it on a grpc.Server with
 // sluicev1.RegisterLimiterServer.
 //
-// Errors are gRPC statuses: NotFound for an unknown rule; InvalidArgument
-// for an empty or over-long key, negative hits or hits above the rule's
-// count; Unavailable once the node is closed. Messages name the field and
-// the offending value.
+// Errors of Check and CheckBatch are gRPC statuses: NotFound for an unknown
+// rule; InvalidArgument for an empty or over-long key, negative hits or hits
+// above the rule's count; Unavailable once the node is closed. Messages name
+// the field and the offending value. Rules does not fail.
 func NewLimiterService(n *Node) sluicev1.LimiterServer {
 	return &limiterService{node: n}
 }
@@ -71,6 +72,27 @@ func (s *limiterService) CheckBatch(ctx context.Context, req *sluicev1.CheckBatc
 		out.Results = append(out.Results, decisionToProto(d))
 	}
 	return out, nil
+}
+
+// Rules lists the node's rules and the hash of them it gossips.
+func (s *limiterService) Rules(context.Context, *sluicev1.RulesRequest) (*sluicev1.RulesResponse, error) {
+	rules, hash := s.node.rulesAndHash()
+	out := &sluicev1.RulesResponse{Node: s.node.Name(), RulesHash: hash, Rules: make([]*sluicev1.Rule, 0, len(rules))}
+	for _, r := range rules {
+		out.Rules = append(out.Rules, ruleToProto(r))
+	}
+	return out, nil
+}
+
+// ruleToProto converts a rule to its wire form; a strict rule has no sync
+// interval on the wire, only strict set.
+func ruleToProto(r window.Rule) *sluicev1.Rule {
+	p := &sluicev1.Rule{Name: r.Name, Count: r.Count, Window: durationpb.New(r.Window), WindowType: r.Type.String(),
+		Strict: r.IsStrict(), Allocation: r.Allocation.String(), FailMode: r.FailMode.String()}
+	if !p.Strict {
+		p.SyncInterval = durationpb.New(r.SyncInterval)
+	}
+	return p
 }
 
 // errEmptyCheck is a nil entry in a batch, which only an in-process caller

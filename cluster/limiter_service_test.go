@@ -40,6 +40,13 @@ var (
 // over gRPC on a loopback port and returns a client and the clock.
 func startLimiterService(t *testing.T, rules ...window.Rule) (sluicev1.LimiterClient, *svcClock) {
 	t.Helper()
+	client, clock, _ := startLimiterNode(t, rules...)
+	return client, clock
+}
+
+// startLimiterNode is startLimiterService that also returns the node.
+func startLimiterNode(t *testing.T, rules ...window.Rule) (sluicev1.LimiterClient, *svcClock, *Node) {
+	t.Helper()
 	clock := &svcClock{}
 	clock.ns.Store(svcEpoch)
 	node, err := Start(context.Background(), Config{Name: "svc-test", Rules: rules, Now: clockOf(clock.Now)})
@@ -68,7 +75,7 @@ func startLimiterService(t *testing.T, rules ...window.Rule) (sluicev1.LimiterCl
 		t.Fatalf("NewClient: %v", err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return sluicev1.NewLimiterClient(conn), clock
+	return sluicev1.NewLimiterClient(conn), clock, node
 }
 
 func TestLimiterServiceCheckSpendsThenRefuses(t *testing.T) {

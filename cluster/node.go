@@ -467,6 +467,15 @@ func (n *Node) Rules() []window.Rule {
 	return append([]window.Rule(nil), n.cfg.Rules...)
 }
 
+// rulesAndHash returns the node's rules and the hash it gossips of them,
+// read together: Reload changes both under rulesMu, so an answer never
+// pairs one rule set with the other's hash.
+func (n *Node) rulesAndHash() ([]window.Rule, uint64) {
+	n.rulesMu.Lock()
+	defer n.rulesMu.Unlock()
+	return append([]window.Rule(nil), n.cfg.Rules...), n.rulesHash()
+}
+
 // Close leaves the cluster, stops the node and releases everything it holds.
 // A node with a DataDir saves its counts first, so a restart keeps them.
 func (n *Node) Close() error {

@@ -230,7 +230,8 @@ func (f *fleet) check(t *testing.T, n nsNode, rule, key string, hits int64, time
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := decision{node: n.name, exit: code, stderr: errOut, took: time.Since(start)}
+	// Under --json, an error is a JSON object on stdout.
+	d := decision{node: n.name, exit: code, stderr: errOut + out, took: time.Since(start)}
 	if code == 0 || code == 1 {
 		if err := json.Unmarshal([]byte(out), &d); err != nil {
 			t.Fatalf("sluice check on %s printed %q: %v", n.name, out, err)

@@ -184,7 +184,7 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentOptions, er
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), agentUsage)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	configPath := fs.String("config", "", "read node settings and rules from this YAML `FILE` (see examples/sluice.yaml)")
 	name := fs.String("name", "", "node name, unique in the cluster and stable across restarts (default: the file's name, else the host name)")

@@ -51,11 +51,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		for _, n := range names {
 			fmt.Fprintf(stdout, "  %-11s %s\n", n, cmds[n].summary)
 		}
-		fmt.Fprint(stdout, "\nRun 'sluice bench SUBCOMMAND -h' for its flags.\n")
+		fmt.Fprint(stdout, "\nRun 'sluice bench SUBCOMMAND --help' for its flags.\n")
 		return flag.ErrHelp
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
+		if s, ok := suggest(args[0], names); ok {
+			return usageError{fmt.Errorf("unknown subcommand %q; did you mean %q?", args[0], s)}
+		}
 		return usageError{fmt.Errorf("unknown subcommand %q; one of: %s", args[0], strings.Join(names, ", "))}
 	}
 	return cmd.run(ctx, args[1:], stdout, stderr)
@@ -71,10 +74,10 @@ func runBenchAccuracy(ctx context.Context, args []string, stdout, stderr io.Writ
 			"loopback), in wall-clock time, and reports what each window admitted, as `sluice sim` does.\n"+
 			"The run takes --duration. Loopback sets the latency: --latency is ignored. The nodes' sync\n"+
 			"phases follow from when they started; --seed draws only Poisson arrivals.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	f := addScenarioFlags(fs)
-	svg := fs.String("svg", "", "also write an admitted-per-second chart to this SVG file")
+	svg := fs.String("svg", "", "also write an admitted-per-second chart to this SVG `FILE`")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}

@@ -30,15 +30,15 @@ func runBenchMemory(ctx context.Context, args []string, stdout, _ io.Writer) err
 			"node: the worst case, every node active on every key.\n\n"+
 			"It first measures a sample of keys and projects the heap for K; when that exceeds --max-heap\n"+
 			"it measures the most keys that fit instead, and says so.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	nodes := fs.Int("nodes", d.Nodes, fmt.Sprintf("nodes sharing the rule, 1 … %d", bench.MaxMemoryNodes))
-	keys := fs.Int("keys", d.Keys, "distinct keys every node checks")
+	keys := fs.Int("keys", d.Keys, "`K` distinct keys, every one checked by every node")
 	win := fs.Duration("rule-window", d.Window, "the rule's window length")
 	typ := fs.String("type", d.Type.String(), "window type: fixed or sliding")
 	syncEvery := fs.Duration("sync", d.Sync, "the rule's sync interval")
 	alloc := fs.String("alloc", d.Alloc.String(), "allocation policy: owner, adaptive or classic")
-	maxHeap := fs.String("max-heap", "8GiB", "most heap to build, e.g. 512MiB, 8GiB or a number of bytes; K is cut to fit")
+	maxHeap := fs.String("max-heap", "8GiB", "most heap to build, a `SIZE` such as 512MiB, 8GiB or a number of bytes; K is cut to fit")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

@@ -11,18 +11,18 @@ import (
 
 func TestBenchMemoryUsageErrors(t *testing.T) {
 	tests := []usageCase{
-		{"bad flag", []string{"--nope"}, "sluice bench: flag provided but not defined: -nope\n"},
+		{"bad flag", []string{"--nope"}, "sluice bench: unknown flag --nope\n"},
 		{"stray argument", []string{"x"}, "sluice bench: unexpected argument \"x\"\n"},
 		{"no nodes", []string{"--nodes", "0"}, "sluice bench: --nodes: must be in [1, 256], got 0\n"},
 		{"too many nodes", []string{"--nodes", "257"}, "sluice bench: --nodes: must be in [1, 256]"},
 		{"no keys", []string{"--keys", "0"}, "sluice bench: --keys: "},
 		{"too many keys", []string{"--keys", "10000001"}, "sluice bench: --keys: "},
-		{"not a number", []string{"--keys", "many"}, "sluice bench: invalid value \"many\" for flag -keys"},
+		{"not a number", []string{"--keys", "many"}, "sluice bench: invalid value \"many\" for --keys"},
 		{"bad type", []string{"--type", "round"}, "sluice bench: --type: "},
 		{"sync past window", []string{"--rule-window", "1s", "--sync", "2s"}, "sluice bench: --sync: "},
 		{"strict sync", []string{"--sync", "-1ns"}, "sluice bench: --sync: must be > 0"},
 		{"no window", []string{"--rule-window", "0s"}, "sluice bench: --rule-window: "},
-		{"bad window", []string{"--rule-window", "60"}, "sluice bench: invalid value \"60\" for flag -rule-window"},
+		{"bad window", []string{"--rule-window", "60"}, "sluice bench: invalid value \"60\" for --rule-window"},
 		{"bad max heap", []string{"--max-heap", "lots"}, "sluice bench: --max-heap: want a size such as 8GiB"},
 		{"negative max heap", []string{"--max-heap", "-1GiB"}, "sluice bench: --max-heap: "},
 		{"tiny max heap", []string{"--max-heap", "1KiB"}, "sluice bench: --max-heap: must be at least 1 MiB"},

@@ -20,18 +20,19 @@ func TestBenchUsageErrors(t *testing.T) {
 		wantStdout string
 		wantStderr string
 	}{
-		{"no subcommand", []string{"bench"}, 2, "", "sluice bench: missing subcommand; one of: accuracy, memory, throughput\nrun 'sluice bench -h' for usage\n"},
-		{"unknown subcommand", []string{"bench", "throughput!"}, 2, "", "sluice bench: unknown subcommand \"throughput!\"; one of: accuracy, memory, throughput\n"},
+		{"no subcommand", []string{"bench"}, 2, "", "sluice bench: missing subcommand; one of: accuracy, memory, throughput\nrun 'sluice bench --help' for usage\n"},
+		{"unknown subcommand", []string{"bench", "throughput!"}, 2, "", "sluice bench: unknown subcommand \"throughput!\"; did you mean \"throughput\"?\n"},
+		{"far-off subcommand", []string{"bench", "latency"}, 2, "", "sluice bench: unknown subcommand \"latency\"; one of: accuracy, memory, throughput\n"},
 		{"help", []string{"bench", "-h"}, 0, "usage: sluice bench SUBCOMMAND", ""},
 		{"help via sluice help", []string{"help", "bench"}, 0, "  accuracy    run a `sluice sim` scenario", ""},
 		{"accuracy help", []string{"bench", "accuracy", "-h"}, 0, "usage: sluice bench accuracy", ""},
-		{"bad flag", []string{"bench", "accuracy", "--nope"}, 2, "", "sluice bench: flag provided but not defined: -nope\n"},
+		{"bad flag", []string{"bench", "accuracy", "--nope"}, 2, "", "sluice bench: unknown flag --nope\n"},
 		{"stray argument", []string{"bench", "accuracy", "x"}, 2, "", "sluice bench: unexpected argument \"x\"\n"},
 		{"bad type", []string{"bench", "accuracy", "--type", "round"}, 2, "", "sluice bench: --type: "},
 		{"bad alloc", []string{"bench", "accuracy", "--alloc", "greedy"}, 2, "", "sluice bench: --alloc: "},
 		{"bad split", []string{"bench", "accuracy", "--split", "skew:2"}, 2, "", "sluice bench: --split: "},
 		{"sync past window", []string{"bench", "accuracy", "--sync", "2s"}, 2, "", "sluice bench: --sync: "},
-		{"bad sync", []string{"bench", "accuracy", "--sync", "soon"}, 2, "", "sluice bench: invalid value \"soon\" for flag -sync: "},
+		{"bad sync", []string{"bench", "accuracy", "--sync", "soon"}, 2, "", "sluice bench: invalid value \"soon\" for --sync: "},
 		{"no nodes", []string{"bench", "accuracy", "--nodes", "0"}, 2, "", "sluice bench: nodes must be in [1, 1024], got 0\n"},
 		{"too many nodes", []string{"bench", "accuracy", "--nodes", "65"}, 2, "",
 			"sluice bench: --nodes must be in [1, 64] for an in-process cluster, got 65\n"},

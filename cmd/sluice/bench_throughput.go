@@ -29,7 +29,7 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 			"decisions per second and the latency of each call (p50, p99, p99.9).\n\n"+
 			"The default --limit (2^40, the largest count) admits every check: the run measures the\n"+
 			"decision path, not refusals. Lower it to measure a limited workload.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	mode := fs.String("mode", d.Mode, "batched (decide from the node's view, sync every --sync) or strict (every check through the Raft log)")
 	nodes := fs.Int("nodes", d.Nodes, "in-process cluster size; 1 runs one node without gossip")
@@ -42,7 +42,7 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 	win := fs.Duration("window", d.Window, "the rule's window length")
 	typ := fs.String("type", d.Type.String(), "window type: fixed or sliding")
 	syncEvery := fs.Duration("sync", d.Sync, "sync interval of the batched rule (batched mode only)")
-	dataDir := fs.String("data-dir", "", "keep each node's state in a fresh subdirectory of this directory, on disk (strict: durable Raft log); removed after the run. Default: in memory")
+	dataDir := fs.String("data-dir", "", "keep each node's state in a fresh subdirectory of this `DIR`, on disk (strict: durable Raft log); removed after the run. Default: in memory")
 	seed := fs.Uint64("seed", d.Seed, "seed for the workers' key choices")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (warmup included) to this `FILE`, for go tool pprof")

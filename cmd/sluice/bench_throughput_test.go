@@ -11,7 +11,7 @@ import (
 
 func TestBenchThroughputUsageErrors(t *testing.T) {
 	tests := []usageCase{
-		{"bad flag", []string{"--nope"}, "sluice bench: flag provided but not defined: -nope\n"},
+		{"bad flag", []string{"--nope"}, "sluice bench: unknown flag --nope\n"},
 		{"stray argument", []string{"x"}, "sluice bench: unexpected argument \"x\"\n"},
 		{"bad mode", []string{"--mode", "exact"}, "sluice bench: --mode: must be batched or strict, got \"exact\"\n"},
 		{"bad transport", []string{"--transport", "http"}, "sluice bench: --transport: must be embedded or grpc, got \"http\"\n"},
@@ -27,7 +27,7 @@ func TestBenchThroughputUsageErrors(t *testing.T) {
 		{"bad type", []string{"--type", "round"}, "sluice bench: --type: "},
 		{"sync past window", []string{"--mode", "batched", "--sync", "1s"}, "sluice bench: --sync: must be -1 (strict) or ≥ 10ms"},
 		{"sync in strict mode", []string{"--mode", "strict", "--sync", "100ms"}, "sluice bench: --sync: applies to --mode batched only"},
-		{"not a duration", []string{"--duration", "10"}, "sluice bench: invalid value \"10\" for flag -duration"},
+		{"not a duration", []string{"--duration", "10"}, "sluice bench: invalid value \"10\" for --duration"},
 	}
 	checkUsageErrors(t, []string{"bench", "throughput"}, tests)
 }

@@ -8,26 +8,33 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 )
 
-const checkUsage = `usage: sluice check [--addr HOST:PORT] --rule RULE --key KEY [--hits N] [--json]
+const checkUsage = `usage: sluice check [--addr HOST:PORT] --rule RULE --key KEY [--hits N] [--timeout DURATION] [--json]
 
 Asks a sluice node whether N hits of KEY fit under RULE, spends them if they
 do, and prints the decision on one line:
 
-  allowed  limit=10 remaining=9 reset_after=10s retry_after=0s
-  REFUSED  limit=10 remaining=0 reset_after=9.2s retry_after=1.3s
+  allowed  limit=10 remaining=9 reset_after=10s retry_after=0s path=local
+  REFUSED  limit=10 remaining=0 reset_after=9.2s retry_after=1.3s path=local
 
 Durations are rounded up to the millisecond, so retrying after retry_after
 is never early. --hits 0 shows the state without spending. --json prints
 one JSON object with durations in seconds.
+
+Errors are one line on stderr, e.g.
+
+  sluice check: cannot reach 127.0.0.1:7070: connection refused — is the agent running?
+  sluice check: unknown rule "apii"; did you mean "api"?
+
+With --json an error is one JSON object on stdout instead:
+{"error": "…", "code": "unavailable"} (code: usage, unavailable,
+deadline_exceeded, not_found, invalid_argument, …).
 
 Exit status: 0 allowed, 1 refused, 2 error (bad flags, unknown rule, bad
 key or hits, node unreachable).
@@ -36,21 +43,22 @@ flags:
 `
 
 // runCheck runs `sluice check`.
-func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), checkUsage)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	addr := fs.String("addr", defaultGRPCAddr, "gRPC address of the node, `HOST:PORT`")
 	rule := fs.String("rule", "", "`RULE` to check against (required)")
 	key := fs.String("key", "", "`KEY` to check, e.g. user:42 (required)")
 	hits := fs.Int64("hits", 1, "cost of the request; 0 asks without spending")
 	timeout := fs.Duration("timeout", 2*time.Second, "give up after this long")
-	asJSON := fs.Bool("json", false, "print the decision as JSON")
+	asJSON := fs.Bool("json", false, "print the decision, or the error, as one JSON object")
 	if err := parseFlags(fs, args, stdout); err != nil {
-		return err
+		return jsonErrors(jsonAsked(fs, args), err)
 	}
+	defer func() { err = jsonErrors(*asJSON, err) }()
 	switch {
 	case *rule == "":
 		return usageError{errors.New("--rule is required")}
@@ -60,19 +68,21 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{fmt.Errorf("--timeout must be positive, got %v", *timeout)}
 	}
 
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := dialNode(*addr)
 	if err != nil {
-		return fmt.Errorf("--addr %q: %w", *addr, err)
+		return err
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	resp, err := sluicev1.NewLimiterClient(conn).Check(ctx, &sluicev1.CheckRequest{Rule: *rule, Key: *key, Hits: *hits})
+	client := sluicev1.NewLimiterClient(conn)
+	resp, err := client.Check(ctx, &sluicev1.CheckRequest{Rule: *rule, Key: *key, Hits: *hits})
 	if err != nil {
-		if st, ok := status.FromError(err); ok {
-			return fmt.Errorf("%s: %s: %s", *addr, st.Code(), st.Message())
+		err = callError(*addr, "the check", *timeout, err)
+		if isNotFound(err) {
+			err = fmt.Errorf("%w%s", err, ruleHint(ctx, client, *rule))
 		}
-		return fmt.Errorf("%s: %w", *addr, err)
+		return err
 	}
 
 	if *asJSON {
@@ -93,6 +103,30 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return exitStatus(1)
 	}
 	return nil
+}
+
+// ruleHint is what to add to "unknown rule": the rule the node has that
+// rule mistypes, else the rules it has. It asks the node, and says nothing
+// if the node does not answer (an older node has no Rules).
+func ruleHint(ctx context.Context, client sluicev1.LimiterClient, rule string) string {
+	resp, err := client.Rules(ctx, &sluicev1.RulesRequest{})
+	if err != nil || len(resp.GetRules()) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(resp.GetRules()))
+	for _, r := range resp.GetRules() {
+		// Names come from the network: orDash quotes an odd one.
+		names = append(names, orDash(r.GetName()))
+	}
+	if s, ok := suggest(rule, names); ok {
+		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	slices.Sort(names)
+	const most = 10
+	if len(names) > most {
+		return fmt.Sprintf("; the node has %d rules (sluice rules lists them)", len(names))
+	}
+	return "; the node has " + strings.Join(names, ", ")
 }
 
 // checkJSON is what `sluice check --json` prints.

@@ -37,7 +37,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			"allocation (sluice's default), each for half of --duration, each on a fresh cluster. Prints\n"+
 			"what every node admits each second, then each window's error against the limit.\n"+
 			"Ctrl-C stops early and reports what was measured.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	d := sim.Defaults()
 	dur := fs.Duration("duration", 20*time.Second, "total run time, split evenly between the two phases")

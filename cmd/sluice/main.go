@@ -1,18 +1,20 @@
 // Command sluice is the sluice command line: run a node as a daemon
-// (`sluice agent`), ask one for a decision (`sluice check`) or for its view
-// of the cluster (`sluice members`), run the deterministic simulator
-// (`sluice sim`), measure real in-process clusters (`sluice bench`), show
-// classic and adaptive allocation side by side (`sluice demo`), and print
-// the version.
+// (`sluice agent`), ask one for a decision (`sluice check`), for its view of
+// the cluster (`sluice members`) or for its rules (`sluice rules`), run the
+// deterministic simulator (`sluice sim`), measure real in-process clusters
+// (`sluice bench`), show classic and owner allocation side by side (`sluice
+// demo`), and print the version (`sluice version`, `sluice --version`).
 //
 // Exit status is 0 on success, 2 on any error (bad flags, a malformed config
-// file, a failed call), and 1 when `sluice check` is refused.
+// file, a failed call), and 1 when `sluice check` is refused. Flags are
+// written --flag VALUE everywhere: in usage lines, flag listings and error
+// messages (flags.go). An error is one line on stderr; under --json, the
+// commands that ask a node print it as one JSON object on stdout instead
+// (errors.go).
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -36,7 +38,8 @@ func commands() map[string]command {
 		"members": {runMembers, "list the members of a node's cluster and their state"},
 		"demo":    {runDemo, "run 3 nodes in this process and chart what they admit, classic then owner"},
 		"bench":   {runBench, "measure a real in-process cluster: accuracy (and more)"},
-		"version": {runVersion, "print the version of sluice and of Go"},
+		"rules":   {runRules, "list the rules a node enforces and the hash it gossips of them"},
+		"version": {runVersion, "print the version of sluice and of Go (also: sluice --version)"},
 		"help":    {nil, "list the commands, or show one command's usage: sluice help COMMAND"},
 	}
 }
@@ -61,48 +64,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			printHelp(stdout)
 			return 0
 		}
-		// `sluice help agent` is `sluice agent -h`.
-		name, rest = rest[0], []string{"-h"}
+		// `sluice help agent` is `sluice agent --help`.
+		name, rest = rest[0], []string{"--help"}
+	case "-version", "--version":
+		// `sluice --version` is `sluice version`.
+		name = "version"
 	}
 	cmd, ok := commands()[name]
 	if !ok || cmd.run == nil {
-		fmt.Fprintf(stderr, "sluice: unknown command %q; run 'sluice help' for the list\n", name)
+		fmt.Fprintf(stderr, "sluice: %s\n", unknownCommand(name))
 		return 2
 	}
-	return exitCode(name, cmd.run(ctx, rest, stdout, stderr), stderr)
+	return exitCode(name, cmd.run(ctx, rest, stdout, stderr), stdout, stderr)
 }
 
-// exitCode prints err, if it calls for a message, and returns the exit status
-// it stands for.
-func exitCode(name string, err error, stderr io.Writer) int {
-	var st exitStatus
-	var ue usageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &st):
-		return int(st)
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "sluice %s: %v\nrun 'sluice %s -h' for usage\n", name, err, name)
-		return 2
-	default:
-		fmt.Fprintf(stderr, "sluice %s: %v\n", name, err)
-		return 2
+// unknownCommand says that name is no command, and which one it may
+// mistype.
+func unknownCommand(name string) string {
+	var names []string
+	for n := range commands() {
+		names = append(names, n)
 	}
+	if s, ok := suggest(name, names); ok {
+		return fmt.Sprintf("unknown command %q; did you mean %q?", name, s)
+	}
+	return fmt.Sprintf("unknown command %q; run 'sluice help' for the list", name)
 }
-
-// exitStatus is an outcome that is not an error but has its own exit status,
-// such as a refused check (1). Nothing is printed for it.
-type exitStatus int
-
-func (s exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
-
-// usageError is a mistake on the command line; it exits 2 with a pointer to
-// the usage text.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
 
 // printHelp lists the subcommands.
 func printHelp(w io.Writer) {
@@ -112,37 +99,15 @@ func printHelp(w io.Writer) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	fmt.Fprint(w, "sluice is a distributed rate limiter.\n\nusage: sluice COMMAND [flags]\n\ncommands:\n")
+	fmt.Fprint(w, "sluice is a distributed rate limiter.\n\nusage: sluice COMMAND [flags]\n       sluice --version\n\ncommands:\n")
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
 	}
-	fmt.Fprint(w, "\nRun 'sluice COMMAND -h' for a command's flags.\n"+
+	fmt.Fprint(w, "\nRun 'sluice COMMAND --help' for a command's flags. Flags take two dashes and\n"+
+		"their value after a space: --addr HOST:PORT (--addr=HOST:PORT works too).\n\n"+
+		"Errors are one line on stderr, \"sluice COMMAND: …\". Commands that ask a node (check,\n"+
+		"members, rules) run with --json print an error as one JSON object on stdout instead:\n"+
+		"{\"error\": \"…\", \"code\": \"unavailable\"}, with code \"usage\" for a mistake on the command\n"+
+		"line, else the gRPC status code in snake case.\n\n"+
 		"Exit status: 0 success, 1 refused (check), 2 error.\n")
-}
-
-// parseFlags parses args into fs, which prints nothing itself: -h prints the
-// usage to stdout and returns flag.ErrHelp; a bad flag or a stray argument
-// returns a usageError.
-func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(stdout)
-		fs.Usage()
-		return flag.ErrHelp
-	}
-	if err != nil {
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-	}
-	return nil
-}
-
-// setFlags returns the names of the flags given on the command line.
-func setFlags(fs *flag.FlagSet) map[string]bool {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	return set
 }

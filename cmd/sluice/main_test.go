@@ -22,12 +22,22 @@ func TestRunDispatch(t *testing.T) {
 		{"help", []string{"help"}, 0, []string{"usage: sluice COMMAND", "  agent    run a sluice node",
 			"  check    ask a node", "  sim ", "  version ", "  help ", "Exit status: 0 success, 1 refused (check), 2 error."}, nil},
 		{"--help", []string{"--help"}, 0, []string{"usage: sluice COMMAND"}, nil},
-		{"help agent", []string{"help", "agent"}, 0, []string{"usage: sluice agent", "-grpc-addr HOST:PORT", "127.0.0.1:7070"}, nil},
+		{"help agent", []string{"help", "agent"}, 0, []string{"usage: sluice agent", "  --grpc-addr HOST:PORT", "127.0.0.1:7070"}, nil},
+		{"help rules", []string{"help", "rules"}, 0, []string{"usage: sluice rules", "  --addr HOST:PORT"}, nil},
+		{"help lists rules", []string{"help"}, 0, []string{"  rules    list the rules a node enforces", "sluice --version",
+			"Run 'sluice COMMAND --help'", `{"error": "…", "code": "unavailable"}`}, nil},
 		{"check -h", []string{"check", "-h"}, 0, []string{"usage: sluice check", "Exit status: 0 allowed, 1 refused, 2 error"}, nil},
-		{"agent -h", []string{"agent", "--help"}, 0, []string{"usage: sluice agent", "-config FILE"}, nil},
-		{"unknown command", []string{"nope"}, 2, nil, []string{`sluice: unknown command "nope"; run 'sluice help' for the list`}},
+		{"agent --help", []string{"agent", "--help"}, 0, []string{"usage: sluice agent", "  --config FILE"}, nil},
+		{"unknown command", []string{"nope"}, 2, nil, []string{"sluice: unknown command \"nope\"; run 'sluice help' for the list\n"}},
 		{"help unknown", []string{"help", "nope"}, 2, nil, []string{`unknown command "nope"`}},
+		{"mistyped command", []string{"chek", "--rule", "api"}, 2, nil, []string{"sluice: unknown command \"chek\"; did you mean \"check\"?\n"}},
+		{"mistyped transposed", []string{"memebrs"}, 2, nil, []string{"sluice: unknown command \"memebrs\"; did you mean \"members\"?\n"}},
+		{"help mistyped", []string{"help", "rulse"}, 2, nil, []string{"sluice: unknown command \"rulse\"; did you mean \"rules\"?\n"}},
+		{"mistyped help", []string{"hepl"}, 2, nil, []string{"sluice: unknown command \"hepl\"; did you mean \"help\"?\n"}},
 		{"version", []string{"version"}, 0, []string{"sluice ", runtime.Version(), runtime.GOOS + "/" + runtime.GOARCH}, nil},
+		{"--version", []string{"--version"}, 0, []string{"sluice ", runtime.Version(), runtime.GOOS + "/" + runtime.GOARCH}, nil},
+		{"-version", []string{"-version"}, 0, []string{"sluice ", runtime.Version()}, nil},
+		{"--version -h", []string{"--version", "-h"}, 0, []string{"usage: sluice version"}, nil},
 		{"version stray", []string{"version", "x"}, 2, nil, []string{"sluice version: unexpected argument \"x\""}},
 	}
 	for _, tt := range tests {
@@ -53,6 +63,20 @@ func TestRunDispatch(t *testing.T) {
 	}
 }
 
+// TestVersionFlag: `sluice --version` prints what `sluice version` does.
+func TestVersionFlag(t *testing.T) {
+	_, want, _ := runCmd(context.Background(), "version")
+	for _, args := range [][]string{{"--version"}, {"-version"}} {
+		code, stdout, stderr := runCmd(context.Background(), args...)
+		if code != 0 || stdout != want || stderr != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 0 and %q", args, code, stdout, stderr, want)
+		}
+	}
+	if !strings.HasPrefix(want, "sluice ") || strings.Count(want, "\n") != 1 {
+		t.Errorf("sluice version printed %q, want one line", want)
+	}
+}
+
 func TestCheckErrors(t *testing.T) {
 	addr := startTestAgent(t, agentTestConfig, agentTestEpoch)
 	// A port nothing listens on: bind one and let it go.
@@ -68,26 +92,33 @@ func TestCheckErrors(t *testing.T) {
 		args       []string
 		wantStderr string
 	}{
-		{"no rule", []string{"--key", "k"}, "sluice check: --rule is required\nrun 'sluice check -h' for usage\n"},
-		{"no key", []string{"--rule", "fixed"}, "sluice check: --key is required\nrun 'sluice check -h' for usage\n"},
-		{"bad timeout", []string{"--rule", "fixed", "--key", "k", "--timeout", "0s"}, "sluice check: --timeout must be positive, got 0s\n"},
-		{"bad hits flag", []string{"--rule", "fixed", "--key", "k", "--hits", "x"}, "sluice check: invalid value \"x\" for flag -hits"},
+		{"no rule", []string{"--key", "k"}, "sluice check: --rule is required\nrun 'sluice check --help' for usage\n"},
+		{"no key", []string{"--rule", "fixed"}, "sluice check: --key is required\nrun 'sluice check --help' for usage\n"},
+		{"bad timeout", []string{"--rule", "fixed", "--key", "k", "--timeout", "0s"}, "sluice check: --timeout must be positive, got 0s\nrun 'sluice check --help' for usage\n"},
+		{"bad hits flag", []string{"--rule", "fixed", "--key", "k", "--hits", "x"}, "sluice check: invalid value \"x\" for --hits: want a whole number\nrun 'sluice check --help' for usage\n"},
+		{"mistyped flag", []string{"--rule", "fixed", "--key", "k", "--hit", "2"},
+			"sluice check: unknown flag --hit; did you mean --hits?\nrun 'sluice check --help' for usage\n"},
 		{"unknown rule", []string{"--addr", addr, "--rule", "nope", "--key", "k"},
-			"sluice check: " + addr + ": NotFound: unknown rule \"nope\"\n"},
+			"sluice check: unknown rule \"nope\"; the node has fixed, sliding\n"},
+		{"mistyped rule", []string{"--addr", addr, "--rule", "fixd", "--key", "k"},
+			"sluice check: unknown rule \"fixd\"; did you mean \"fixed\"?\n"},
 		{"negative hits", []string{"--addr", addr, "--rule", "fixed", "--key", "k", "--hits", "-1"},
-			"sluice check: " + addr + ": InvalidArgument: hits must be ≥ 0, got -1\n"},
+			"sluice check: hits must be ≥ 0, got -1\n"},
 		{"hits over count", []string{"--addr", addr, "--rule", "fixed", "--key", "k", "--hits", "4"},
-			"sluice check: " + addr + ": InvalidArgument: hits exceed the rule's count"},
+			"sluice check: hits exceed the rule's count and can never be admitted: hits 4, rule \"fixed\" count 3\n"},
 		{"key too long", []string{"--addr", addr, "--rule", "fixed", "--key", strings.Repeat("k", 1025)},
-			"sluice check: " + addr + ": InvalidArgument: key too long: 1025 bytes, at most 1024\n"},
+			"sluice check: key too long: 1025 bytes, at most 1024\n"},
 		{"unreachable", []string{"--addr", closed, "--rule", "fixed", "--key", "k"},
-			"sluice check: " + closed + ": Unavailable: "},
+			"sluice check: cannot reach " + closed + ": connection refused — is the agent running?\n"},
+		{"addr without port", []string{"--addr", "127.0.0.1", "--rule", "fixed", "--key", "k"},
+			"sluice check: --addr must be HOST:PORT, got \"127.0.0.1\": address 127.0.0.1: missing port in address\n" +
+				"run 'sluice check --help' for usage\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(context.Background(), append([]string{"check"}, tt.args...)...)
-			if code != 2 || !strings.HasPrefix(stderr, tt.wantStderr) || stdout != "" {
-				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2, stderr starting %q", code, stdout, stderr, tt.wantStderr)
+			if code != 2 || stderr != tt.wantStderr || stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2, stderr %q", code, stdout, stderr, tt.wantStderr)
 			}
 		})
 	}

@@ -15,14 +15,10 @@ import (
 	"time"
 	"unicode"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 )
 
-const membersUsage = `usage: sluice members [--addr HOST:PORT] [--timeout 2s] [--json]
+const membersUsage = `usage: sluice members [--addr HOST:PORT] [--timeout DURATION] [--json]
 
 Asks the node at --addr (its gRPC address) for the cluster as it sees it
 and prints one member per line, sorted by name:
@@ -35,13 +31,15 @@ and prints one member per line, sorted by name:
 * marks the node that answered. STATE is alive; suspect while gossip
 lists the member but it did not answer this node's ping just now; failed
 once gossip declared it dead and this node retries it (every 5 s, for
-24 h, until it is back). BOOT identifies the member's current run; it changes on
-every restart. RULES is match when the member's rules are the answering
-node's, DIFFERENT when they are not (a config drift to fix). A node run
-without --gossip-addr lists itself alone. --json prints one JSON object:
-{"addr": …, "members": [{"name", "state", "grpc_addr", "gossip_addr",
-"boot", "rules_hash", "rules_match", "self"}]} with boot and rules_hash as
-16 hex digits.
+24 h, until it is back). BOOT identifies the member's current run; it
+changes on every restart. RULES is match when the member's rules are the
+answering node's, DIFFERENT when they are not (a config drift to fix;
+'sluice rules' shows each node's rules). A node that does not gossip
+('sluice agent' without --gossip-addr) lists itself alone. --json prints
+one JSON object: {"addr": …, "members": [{"name", "state", "grpc_addr",
+"gossip_addr", "boot", "rules_hash", "rules_match", "self"}]} with boot
+and rules_hash as 16 hex digits. With --json an error is one JSON object
+on stdout too: {"error": "…", "code": "unavailable"}.
 
 Exit status: 0 success, 2 error (bad flags, node unreachable).
 
@@ -49,18 +47,19 @@ flags:
 `
 
 // runMembers lists the members of a node's cluster: `sluice members --addr HOST:PORT`.
-func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("members", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), membersUsage)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	addr := fs.String("addr", defaultGRPCAddr, "gRPC address of the node to ask, `HOST:PORT`")
 	timeout := fs.Duration("timeout", 2*time.Second, "give up after this long")
-	asJSON := fs.Bool("json", false, "print the members as JSON")
+	asJSON := fs.Bool("json", false, "print the members, or the error, as one JSON object")
 	if err := parseFlags(fs, args, stdout); err != nil {
-		return err
+		return jsonErrors(jsonAsked(fs, args), err)
 	}
+	defer func() { err = jsonErrors(*asJSON, err) }()
 	switch {
 	case *addr == "":
 		return usageError{errors.New("--addr must not be empty")}
@@ -68,19 +67,16 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError{fmt.Errorf("--timeout must be positive, got %v", *timeout)}
 	}
 
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := dialNode(*addr)
 	if err != nil {
-		return fmt.Errorf("--addr %q: %w", *addr, err)
+		return err
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	resp, err := sluicev1.NewPeerClient(conn).Members(ctx, &sluicev1.MembersRequest{})
 	if err != nil {
-		if st, ok := status.FromError(err); ok {
-			return fmt.Errorf("%s: %s: %s", *addr, st.Code(), st.Message())
-		}
-		return fmt.Errorf("%s: %w", *addr, err)
+		return callError(*addr, "the member list", *timeout, err)
 	}
 	members := membersFromProto(resp.GetMembers())
 	if *asJSON {

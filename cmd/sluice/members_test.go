@@ -28,19 +28,18 @@ func TestMembersErrors(t *testing.T) {
 		wantStderr string // a prefix
 	}{
 		{"unknown flag", []string{"--nope"},
-			"sluice members: flag provided but not defined: -nope\nrun 'sluice members -h' for usage\n"},
+			"sluice members: unknown flag --nope\nrun 'sluice members --help' for usage\n"},
 		{"stray argument", []string{"node-a"},
-			"sluice members: unexpected argument \"node-a\"\nrun 'sluice members -h' for usage\n"},
+			"sluice members: unexpected argument \"node-a\"\nrun 'sluice members --help' for usage\n"},
 		{"empty addr", []string{"--addr", ""},
-			"sluice members: --addr must not be empty\nrun 'sluice members -h' for usage\n"},
+			"sluice members: --addr must not be empty\nrun 'sluice members --help' for usage\n"},
 		{"zero timeout", []string{"--timeout", "0s"},
-			"sluice members: --timeout must be positive, got 0s\nrun 'sluice members -h' for usage\n"},
+			"sluice members: --timeout must be positive, got 0s\nrun 'sluice members --help' for usage\n"},
 		{"negative timeout", []string{"--timeout", "-1s"},
 			"sluice members: --timeout must be positive, got -1s\n"},
-		{"bad timeout", []string{"--timeout", "soon"}, "sluice members: invalid value \"soon\" for flag -timeout"},
-		{"bad json flag", []string{"--json=maybe"}, "sluice members: invalid boolean value \"maybe\" for -json"},
-		{"unreachable", []string{"--addr", closed}, "sluice members: " + closed + ": Unavailable: "},
-		{"unreachable json", []string{"--addr", closed, "--json"}, "sluice members: " + closed + ": Unavailable: "},
+		{"bad timeout", []string{"--timeout", "soon"}, "sluice members: invalid value \"soon\" for --timeout"},
+		{"bad json flag", []string{"--json=maybe"}, "sluice members: invalid value \"maybe\" for --json: want true or false\n"},
+		{"unreachable", []string{"--addr", closed}, "sluice members: cannot reach " + closed + ": connection refused — is the agent running?\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

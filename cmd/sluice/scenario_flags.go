@@ -41,7 +41,7 @@ func addScenarioFlags(fs *flag.FlagSet) *scenarioFlags {
 	fs.Int64Var(&f.limit, "limit", d.Limit, "requests allowed per window (the rule's count)")
 	fs.DurationVar(&f.window, "window", d.Window, "window length")
 	f.sync = syncFlag(d.Sync)
-	fs.Var(&f.sync, "sync", "sync interval (a Go duration); -1 makes the rule strict (bench only)")
+	fs.Var(&f.sync, "sync", "sync interval `DURATION`, such as 200ms; -1 makes the rule strict (bench only)")
 	fs.StringVar(&f.typ, "type", d.Type.String(), "window type: fixed or sliding")
 	fs.StringVar(&f.alloc, "alloc", d.Alloc.String(), "allocation policy: classic, adaptive or owner")
 	fs.DurationVar(&f.latency, "latency", d.Latency, "one-way network latency between nodes")

@@ -16,10 +16,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: sluice sim [flags]\n\nSimulates N nodes sharing one batched rule in virtual time and reports what each window admitted.\nThe same flags give the same output, byte for byte.\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	f := addScenarioFlags(fs)
-	svg := fs.String("svg", "", "also write an admitted-per-second chart to this SVG file")
+	svg := fs.String("svg", "", "also write an admitted-per-second chart to this SVG `FILE`")
 	table := fs.Bool("table", false, "print the table of the published scenarios under classic, adaptive and owner allocation (Markdown) and exit")
 	draws := fs.Int("draws", 5, "with --table: sync-phase draws per cell (the cell is the median draw)")
 	if err := parseFlags(fs, args, stdout); err != nil {

@@ -278,6 +278,223 @@ func (x *CheckBatchResponse) GetResults() []*CheckResponse {
 	return nil
 }
 
+// RulesRequest asks a node for its rules.
+type RulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RulesRequest) Reset() {
+	*x = RulesRequest{}
+	mi := &file_sluice_v1_limiter_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RulesRequest) ProtoMessage() {}
+
+func (x *RulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_limiter_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RulesRequest.ProtoReflect.Descriptor instead.
+func (*RulesRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_limiter_proto_rawDescGZIP(), []int{4}
+}
+
+// RulesResponse is what a node enforces.
+type RulesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the answering node's name.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// rules_hash identifies the node's rule set whatever the order of its
+	// rules: the value the node gossips, which Member.rules_hash carries, so
+	// two nodes with the same rules_hash enforce the same rules.
+	RulesHash uint64 `protobuf:"fixed64,2,opt,name=rules_hash,json=rulesHash,proto3" json:"rules_hash,omitempty"`
+	// rules are the node's rules in the order of its configuration.
+	Rules         []*Rule `protobuf:"bytes,3,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RulesResponse) Reset() {
+	*x = RulesResponse{}
+	mi := &file_sluice_v1_limiter_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RulesResponse) ProtoMessage() {}
+
+func (x *RulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_limiter_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RulesResponse.ProtoReflect.Descriptor instead.
+func (*RulesResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_limiter_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RulesResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *RulesResponse) GetRulesHash() uint64 {
+	if x != nil {
+		return x.RulesHash
+	}
+	return 0
+}
+
+func (x *RulesResponse) GetRules() []*Rule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+// Rule is one rule as a node enforces it.
+type Rule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is what checks name the rule by, e.g. "api".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// count is how many hits a key may spend per window.
+	Count int64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// window is the window length.
+	Window *durationpb.Duration `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
+	// window_type is "sliding" or "fixed".
+	WindowType string `protobuf:"bytes,4,opt,name=window_type,json=windowType,proto3" json:"window_type,omitempty"`
+	// strict marks a rule decided through the Raft log; it has no
+	// sync_interval, and its fail_mode applies.
+	Strict bool `protobuf:"varint,5,opt,name=strict,proto3" json:"strict,omitempty"`
+	// sync_interval is how often a batched rule exchanges counts with peers;
+	// unset for a strict rule.
+	SyncInterval *durationpb.Duration `protobuf:"bytes,6,opt,name=sync_interval,json=syncInterval,proto3" json:"sync_interval,omitempty"`
+	// allocation is how a batched rule shares its count among nodes:
+	// "owner", "adaptive" or "classic". A strict rule carries it too, but
+	// does not use it.
+	Allocation string `protobuf:"bytes,7,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	// fail_mode is what a strict rule answers without a leader: "local",
+	// "open" or "closed". A batched rule carries it too, but does not use it.
+	FailMode      string `protobuf:"bytes,8,opt,name=fail_mode,json=failMode,proto3" json:"fail_mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rule) Reset() {
+	*x = Rule{}
+	mi := &file_sluice_v1_limiter_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rule) ProtoMessage() {}
+
+func (x *Rule) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_limiter_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rule.ProtoReflect.Descriptor instead.
+func (*Rule) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_limiter_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Rule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Rule) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *Rule) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *Rule) GetWindowType() string {
+	if x != nil {
+		return x.WindowType
+	}
+	return ""
+}
+
+func (x *Rule) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
+func (x *Rule) GetSyncInterval() *durationpb.Duration {
+	if x != nil {
+		return x.SyncInterval
+	}
+	return nil
+}
+
+func (x *Rule) GetAllocation() string {
+	if x != nil {
+		return x.Allocation
+	}
+	return ""
+}
+
+func (x *Rule) GetFailMode() string {
+	if x != nil {
+		return x.FailMode
+	}
+	return ""
+}
+
 var File_sluice_v1_limiter_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_limiter_proto_rawDesc = "" +
@@ -299,11 +516,30 @@ const file_sluice_v1_limiter_proto_rawDesc = "" +
 	"\x11CheckBatchRequest\x12/\n" +
 	"\x06checks\x18\x01 \x03(\v2\x17.sluice.v1.CheckRequestR\x06checks\"H\n" +
 	"\x12CheckBatchResponse\x122\n" +
-	"\aresults\x18\x01 \x03(\v2\x18.sluice.v1.CheckResponseR\aresults2\x90\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.sluice.v1.CheckResponseR\aresults\"\x0e\n" +
+	"\fRulesRequest\"i\n" +
+	"\rRulesResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1d\n" +
+	"\n" +
+	"rules_hash\x18\x02 \x01(\x06R\trulesHash\x12%\n" +
+	"\x05rules\x18\x03 \x03(\v2\x0f.sluice.v1.RuleR\x05rules\"\x99\x02\n" +
+	"\x04Rule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\x121\n" +
+	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1f\n" +
+	"\vwindow_type\x18\x04 \x01(\tR\n" +
+	"windowType\x12\x16\n" +
+	"\x06strict\x18\x05 \x01(\bR\x06strict\x12>\n" +
+	"\rsync_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\fsyncInterval\x12\x1e\n" +
+	"\n" +
+	"allocation\x18\a \x01(\tR\n" +
+	"allocation\x12\x1b\n" +
+	"\tfail_mode\x18\b \x01(\tR\bfailMode2\xcc\x01\n" +
 	"\aLimiter\x12:\n" +
 	"\x05Check\x12\x17.sluice.v1.CheckRequest\x1a\x18.sluice.v1.CheckResponse\x12I\n" +
 	"\n" +
-	"CheckBatch\x12\x1c.sluice.v1.CheckBatchRequest\x1a\x1d.sluice.v1.CheckBatchResponseB5Z3github.com/sluicehq/sluice/proto/sluice/v1;sluicev1b\x06proto3"
+	"CheckBatch\x12\x1c.sluice.v1.CheckBatchRequest\x1a\x1d.sluice.v1.CheckBatchResponse\x12:\n" +
+	"\x05Rules\x12\x17.sluice.v1.RulesRequest\x1a\x18.sluice.v1.RulesResponseB5Z3github.com/sluicehq/sluice/proto/sluice/v1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_limiter_proto_rawDescOnce sync.Once
@@ -317,28 +553,36 @@ func file_sluice_v1_limiter_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_limiter_proto_rawDescData
 }
 
-var file_sluice_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_sluice_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_sluice_v1_limiter_proto_goTypes = []any{
 	(*CheckRequest)(nil),        // 0: sluice.v1.CheckRequest
 	(*CheckResponse)(nil),       // 1: sluice.v1.CheckResponse
 	(*CheckBatchRequest)(nil),   // 2: sluice.v1.CheckBatchRequest
 	(*CheckBatchResponse)(nil),  // 3: sluice.v1.CheckBatchResponse
-	(*durationpb.Duration)(nil), // 4: google.protobuf.Duration
+	(*RulesRequest)(nil),        // 4: sluice.v1.RulesRequest
+	(*RulesResponse)(nil),       // 5: sluice.v1.RulesResponse
+	(*Rule)(nil),                // 6: sluice.v1.Rule
+	(*durationpb.Duration)(nil), // 7: google.protobuf.Duration
 }
 var file_sluice_v1_limiter_proto_depIdxs = []int32{
-	4, // 0: sluice.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
-	4, // 1: sluice.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
-	0, // 2: sluice.v1.CheckBatchRequest.checks:type_name -> sluice.v1.CheckRequest
-	1, // 3: sluice.v1.CheckBatchResponse.results:type_name -> sluice.v1.CheckResponse
-	0, // 4: sluice.v1.Limiter.Check:input_type -> sluice.v1.CheckRequest
-	2, // 5: sluice.v1.Limiter.CheckBatch:input_type -> sluice.v1.CheckBatchRequest
-	1, // 6: sluice.v1.Limiter.Check:output_type -> sluice.v1.CheckResponse
-	3, // 7: sluice.v1.Limiter.CheckBatch:output_type -> sluice.v1.CheckBatchResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	7,  // 0: sluice.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
+	7,  // 1: sluice.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
+	0,  // 2: sluice.v1.CheckBatchRequest.checks:type_name -> sluice.v1.CheckRequest
+	1,  // 3: sluice.v1.CheckBatchResponse.results:type_name -> sluice.v1.CheckResponse
+	6,  // 4: sluice.v1.RulesResponse.rules:type_name -> sluice.v1.Rule
+	7,  // 5: sluice.v1.Rule.window:type_name -> google.protobuf.Duration
+	7,  // 6: sluice.v1.Rule.sync_interval:type_name -> google.protobuf.Duration
+	0,  // 7: sluice.v1.Limiter.Check:input_type -> sluice.v1.CheckRequest
+	2,  // 8: sluice.v1.Limiter.CheckBatch:input_type -> sluice.v1.CheckBatchRequest
+	4,  // 9: sluice.v1.Limiter.Rules:input_type -> sluice.v1.RulesRequest
+	1,  // 10: sluice.v1.Limiter.Check:output_type -> sluice.v1.CheckResponse
+	3,  // 11: sluice.v1.Limiter.CheckBatch:output_type -> sluice.v1.CheckBatchResponse
+	5,  // 12: sluice.v1.Limiter.Rules:output_type -> sluice.v1.RulesResponse
+	10, // [10:13] is the sub-list for method output_type
+	7,  // [7:10] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_limiter_proto_init() }
@@ -352,7 +596,7 @@ func file_sluice_v1_limiter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_limiter_proto_rawDesc), len(file_sluice_v1_limiter_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Limiter_Check_FullMethodName      = "/sluice.v1.Limiter/Check"
 	Limiter_CheckBatch_FullMethodName = "/sluice.v1.Limiter/CheckBatch"
+	Limiter_Rules_FullMethodName      = "/sluice.v1.Limiter/Rules"
 )
 
 // LimiterClient is the client API for Limiter service.
@@ -52,6 +53,11 @@ type LimiterClient interface {
 	// NOT_FOUND) and a message naming the check's index. A batch holds at most
 	// 1000 checks.
 	CheckBatch(ctx context.Context, in *CheckBatchRequest, opts ...grpc.CallOption) (*CheckBatchResponse, error)
+	// Rules lists the rules the node enforces, with their defaults filled
+	// in, and the hash of that rule set the node gossips to its peers (the
+	// rules_hash Peer.Members reports), so that an operator can see what a
+	// node decides by and compare nodes. It spends nothing.
+	Rules(ctx context.Context, in *RulesRequest, opts ...grpc.CallOption) (*RulesResponse, error)
 }
 
 type limiterClient struct {
@@ -76,6 +82,16 @@ func (c *limiterClient) CheckBatch(ctx context.Context, in *CheckBatchRequest, o
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CheckBatchResponse)
 	err := c.cc.Invoke(ctx, Limiter_CheckBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limiterClient) Rules(ctx context.Context, in *RulesRequest, opts ...grpc.CallOption) (*RulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RulesResponse)
+	err := c.cc.Invoke(ctx, Limiter_Rules_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +124,11 @@ type LimiterServer interface {
 	// NOT_FOUND) and a message naming the check's index. A batch holds at most
 	// 1000 checks.
 	CheckBatch(context.Context, *CheckBatchRequest) (*CheckBatchResponse, error)
+	// Rules lists the rules the node enforces, with their defaults filled
+	// in, and the hash of that rule set the node gossips to its peers (the
+	// rules_hash Peer.Members reports), so that an operator can see what a
+	// node decides by and compare nodes. It spends nothing.
+	Rules(context.Context, *RulesRequest) (*RulesResponse, error)
 	mustEmbedUnimplementedLimiterServer()
 }
 
@@ -123,6 +144,9 @@ func (UnimplementedLimiterServer) Check(context.Context, *CheckRequest) (*CheckR
 }
 func (UnimplementedLimiterServer) CheckBatch(context.Context, *CheckBatchRequest) (*CheckBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckBatch not implemented")
+}
+func (UnimplementedLimiterServer) Rules(context.Context, *RulesRequest) (*RulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Rules not implemented")
 }
 func (UnimplementedLimiterServer) mustEmbedUnimplementedLimiterServer() {}
 func (UnimplementedLimiterServer) testEmbeddedByValue()                 {}
@@ -181,6 +205,24 @@ func _Limiter_CheckBatch_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Limiter_Rules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimiterServer).Rules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Limiter_Rules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimiterServer).Rules(ctx, req.(*RulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Limiter_ServiceDesc is the grpc.ServiceDesc for Limiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -195,6 +237,10 @@ var Limiter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckBatch",
 			Handler:    _Limiter_CheckBatch_Handler,
+		},
+		{
+			MethodName: "Rules",
+			Handler:    _Limiter_Rules_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
