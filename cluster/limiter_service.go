@@ -88,7 +88,10 @@ func (s *limiterService) Rules(context.Context, *sluicev1.RulesRequest) (*sluice
 // interval on the wire, only strict set.
 func ruleToProto(r window.Rule) *sluicev1.Rule {
 	p := &sluicev1.Rule{Name: r.Name, Count: r.Count, Window: durationpb.New(r.Window), WindowType: r.Type.String(),
-		Strict: r.IsStrict(), Allocation: r.Allocation.String(), FailMode: r.FailMode.String()}
+		Strict: r.IsStrict(), Allocation: r.Allocation.String(), FailMode: r.FailMode.String(), Shadow: r.Shadow}
+	for _, l := range r.Also {
+		p.Limits = append(p.Limits, &sluicev1.Limit{Count: l.Count, Window: durationpb.New(l.Window), WindowType: l.Type.String()})
+	}
 	if !p.Strict {
 		p.SyncInterval = durationpb.New(r.SyncInterval)
 	}
@@ -131,5 +134,6 @@ func decisionToProto(d Decision) *sluicev1.CheckResponse {
 		ResetAfter: durationpb.New(d.ResetAfter),
 		RetryAfter: durationpb.New(d.RetryAfter),
 		Path:       d.Path.String(),
+		Shadowed:   d.Shadowed,
 	}
 }

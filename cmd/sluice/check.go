@@ -92,6 +92,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			ResetAfter: resp.GetResetAfter().AsDuration().Seconds(),
 			RetryAfter: resp.GetRetryAfter().AsDuration().Seconds(),
 			Path:       resp.GetPath(),
+			Shadowed:   resp.GetShadowed(),
 		})
 	} else {
 		_, err = fmt.Fprintln(stdout, formatDecision(resp))
@@ -140,6 +141,9 @@ type checkJSON struct {
 	ResetAfter float64 `json:"reset_after"` // seconds
 	RetryAfter float64 `json:"retry_after"` // seconds
 	Path       string  `json:"path"`
+	// Shadowed: a rule in shadow mode refused the hits and admitted the
+	// caller all the same.
+	Shadowed bool `json:"shadowed"`
 }
 
 // formatDecision renders a decision on one line.
@@ -148,9 +152,14 @@ func formatDecision(r *sluicev1.CheckResponse) string {
 	if !r.GetAllowed() {
 		verdict = "REFUSED "
 	}
-	return fmt.Sprintf("%s limit=%d remaining=%d reset_after=%v retry_after=%v path=%s", verdict,
+	line := fmt.Sprintf("%s limit=%d remaining=%d reset_after=%v retry_after=%v path=%s", verdict,
 		r.GetLimit(), r.GetRemaining(),
 		ceilMillis(r.GetResetAfter().AsDuration()), ceilMillis(r.GetRetryAfter().AsDuration()), r.GetPath())
+	if r.GetShadowed() {
+		// The wait is the one the refusal would have given.
+		line += " shadow=refused"
+	}
+	return line
 }
 
 // ceilMillis rounds d up to the millisecond.

@@ -116,7 +116,7 @@ func TestAgentEnvoyConfigErrors(t *testing.T) {
 		{"rule name clash", []string{"--config", clash, "--envoy-config", a},
 			fmt.Sprintf("sluice agent: %s:5: domain \"edge\": descriptor \"generic_key_two\": rule name \"edge.generic_key_two\" is also that of a rule in %s; rename one\n", a, clash)},
 		{"headers without a file", []string{"--envoy-response-headers"},
-			"sluice agent: --envoy-response-headers needs --envoy-config\nrun 'sluice agent -h' for usage\n"},
+			"sluice agent: --envoy-response-headers needs --envoy-config\nrun 'sluice agent --help' for usage\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

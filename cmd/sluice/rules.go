@@ -94,7 +94,15 @@ type nodeRule struct {
 	name, windowType, allocation, failMode string
 	count                                  int64
 	window, syncInterval                   time.Duration
-	strict                                 bool
+	strict, shadow                         bool
+	limits                                 []ruleLimit
+}
+
+// ruleLimit is one further limit of a rule.
+type ruleLimit struct {
+	Count      int64   `json:"count"`
+	TimeWindow float64 `json:"time_window"` // seconds
+	WindowType string  `json:"window_type"`
 }
 
 // rulesFromProto reads the answer of the node at addr.
@@ -105,8 +113,13 @@ func rulesFromProto(addr string, resp *sluicev1.RulesResponse) nodeRules {
 		out.rules = append(out.rules, nodeRule{
 			name: r.GetName(), windowType: r.GetWindowType(), allocation: r.GetAllocation(), failMode: r.GetFailMode(),
 			count: r.GetCount(), window: r.GetWindow().AsDuration(), syncInterval: r.GetSyncInterval().AsDuration(),
-			strict: r.GetStrict(),
+			strict: r.GetStrict(), shadow: r.GetShadow(),
 		})
+		for _, l := range r.GetLimits() {
+			last := &out.rules[len(out.rules)-1]
+			last.limits = append(last.limits, ruleLimit{Count: l.GetCount(), TimeWindow: l.GetWindow().AsDuration().Seconds(),
+				WindowType: l.GetWindowType()})
+		}
 	}
 	slices.SortStableFunc(out.rules, func(a, b nodeRule) int { return cmp.Compare(a.name, b.name) })
 	return out
@@ -135,6 +148,9 @@ type ruleJSON struct {
 	Strict       bool    `json:"strict"`
 	Allocation   string  `json:"allocation"`
 	FailMode     string  `json:"fail_mode"`
+	// Limits are the rule's further limits, as under limits: in the file.
+	Limits []ruleLimit `json:"limits,omitempty"`
+	Shadow bool        `json:"shadow,omitempty"`
 }
 
 // toJSON is rs as `sluice rules --json` prints it.
@@ -147,7 +163,8 @@ func (rs nodeRules) toJSON() rulesJSON {
 			sync = -1
 		}
 		out.Rules = append(out.Rules, ruleJSON{Name: r.name, Count: r.count, TimeWindow: r.window.Seconds(),
-			WindowType: r.windowType, SyncInterval: sync, Strict: r.strict, Allocation: r.allocation, FailMode: r.failMode})
+			WindowType: r.windowType, SyncInterval: sync, Strict: r.strict, Allocation: r.allocation, FailMode: r.failMode,
+			Limits: r.limits, Shadow: r.shadow})
 	}
 	return out
 }
@@ -156,14 +173,23 @@ func (rs nodeRules) toJSON() rulesJSON {
 func writeRulesTable(w io.Writer, rs nodeRules) error {
 	fmt.Fprintf(w, "node %s at %s, rules hash %016x\n\n", orDash(rs.node), orDash(rs.addr), rs.hash)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tCOUNT\tTIME_WINDOW\tWINDOW_TYPE\tSYNC_INTERVAL\tALLOCATION\tFAIL_MODE")
+	fmt.Fprintln(tw, "NAME\tCOUNT\tTIME_WINDOW\tWINDOW_TYPE\tSYNC_INTERVAL\tALLOCATION\tFAIL_MODE\tSHADOW")
 	for _, r := range rs.rules {
 		sync, alloc, failMode := shortDuration(r.syncInterval), orDash(r.allocation), "-"
 		if r.strict {
 			sync, alloc, failMode = "strict", "-", orDash(r.failMode)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", orDash(r.name), r.count, shortDuration(r.window),
-			orDash(r.windowType), sync, alloc, failMode)
+		shadow := "-"
+		if r.shadow {
+			shadow = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(r.name), r.count, shortDuration(r.window),
+			orDash(r.windowType), sync, alloc, failMode, shadow)
+		for _, l := range r.limits {
+			// A further limit, on a line of its own under its rule.
+			fmt.Fprintf(tw, "  + limit\t%d\t%s\t%s\n", l.Count,
+				shortDuration(time.Duration(l.TimeWindow*float64(time.Second))), orDash(l.WindowType))
+		}
 	}
 	return tw.Flush()
 }

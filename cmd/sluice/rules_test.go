@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -60,10 +61,10 @@ func TestRulesLoneNode(t *testing.T) {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
 		}
 		want := "node rules-node at " + addr + ", rules hash " + hash + "\n\n" +
-			"NAME     COUNT  TIME_WINDOW  WINDOW_TYPE  SYNC_INTERVAL  ALLOCATION  FAIL_MODE\n" +
-			"fixed    1000   1h           fixed        500ms          adaptive    -\n" +
-			"pay      5      1m           fixed        strict         -           closed\n" +
-			"sliding  3      10s          sliding      200ms          owner       -\n"
+			"NAME     COUNT  TIME_WINDOW  WINDOW_TYPE  SYNC_INTERVAL  ALLOCATION  FAIL_MODE  SHADOW\n" +
+			"fixed    1000   1h           fixed        500ms          adaptive    -          -\n" +
+			"pay      5      1m           fixed        strict         -           closed     -\n" +
+			"sliding  3      10s          sliding      200ms          owner       -          -\n"
 		if stdout != want {
 			t.Errorf("stdout\n got:\n%s\nwant:\n%s", stdout, want)
 		}
@@ -97,7 +98,7 @@ func TestRulesLoneNode(t *testing.T) {
 			{Name: "sliding", Count: 3, TimeWindow: 10, WindowType: "sliding", SyncInterval: 0.2,
 				Allocation: "owner", FailMode: "local"},
 		}}
-		if got.Addr != want.Addr || got.Node != want.Node || got.RulesHash != want.RulesHash || !slices.Equal(got.Rules, want.Rules) {
+		if got.Addr != want.Addr || got.Node != want.Node || got.RulesHash != want.RulesHash || !reflect.DeepEqual(got.Rules, want.Rules) {
 			t.Errorf("got  %+v\nwant %+v", got, want)
 		}
 	})
@@ -136,15 +137,23 @@ func TestWriteRulesTable(t *testing.T) {
 	}{
 		{"no rules", &sluicev1.RulesResponse{Node: "n", RulesHash: 0xab},
 			"node n at 127.0.0.1:7070, rules hash 00000000000000ab\n\n" +
-				"NAME  COUNT  TIME_WINDOW  WINDOW_TYPE  SYNC_INTERVAL  ALLOCATION  FAIL_MODE\n"},
+				"NAME  COUNT  TIME_WINDOW  WINDOW_TYPE  SYNC_INTERVAL  ALLOCATION  FAIL_MODE  SHADOW\n"},
 		{"sorted; odd names quoted, missing fields dashed", &sluicev1.RulesResponse{Node: "node a", RulesHash: 1, Rules: []*sluicev1.Rule{
 			{Name: "b", Count: 7, Window: sec(90 * time.Second), WindowType: "fixed", SyncInterval: sec(250 * time.Millisecond), Allocation: "owner"},
 			{Name: "a\tb", Count: 1, Window: sec(2 * time.Hour), Strict: true},
 		}}, "" +
 			"node \"node a\" at 127.0.0.1:7070, rules hash 0000000000000001\n\n" +
-			"NAME    COUNT  TIME_WINDOW  WINDOW_TYPE  SYNC_INTERVAL  ALLOCATION  FAIL_MODE\n" +
-			"\"a\\tb\"  1      2h           -            strict         -           -\n" +
-			"b       7      1m30s        fixed        250ms          owner       -\n"},
+			"NAME    COUNT  TIME_WINDOW  WINDOW_TYPE  SYNC_INTERVAL  ALLOCATION  FAIL_MODE  SHADOW\n" +
+			"\"a\\tb\"  1      2h           -            strict         -           -          -\n" +
+			"b       7      1m30s        fixed        250ms          owner       -          -\n"},
+		{"several limits and shadow mode", &sluicev1.RulesResponse{Node: "n", RulesHash: 2, Rules: []*sluicev1.Rule{
+			{Name: "api", Count: 20, Window: sec(time.Second), WindowType: "fixed", SyncInterval: sec(100 * time.Millisecond),
+				Allocation: "owner", Shadow: true, Limits: []*sluicev1.Limit{{Count: 1000, Window: sec(time.Minute), WindowType: "sliding"}}},
+		}}, "" +
+			"node n at 127.0.0.1:7070, rules hash 0000000000000002\n\n" +
+			"NAME       COUNT  TIME_WINDOW  WINDOW_TYPE  SYNC_INTERVAL  ALLOCATION  FAIL_MODE  SHADOW\n" +
+			"api        20     1s           fixed        100ms          owner       -          yes\n" +
+			"  + limit  1000   1m           sliding\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,6 +180,27 @@ func TestShortDuration(t *testing.T) {
 	for _, tt := range tests {
 		if got := shortDuration(tt.in); got != tt.want {
 			t.Errorf("shortDuration(%v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestFormatDecision checks the one line `sluice check` prints, a shadow
+// refusal included.
+func TestFormatDecision(t *testing.T) {
+	sec := durationpb.New
+	for _, tc := range []struct {
+		in   *sluicev1.CheckResponse
+		want string
+	}{
+		{&sluicev1.CheckResponse{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: sec(10 * time.Second), RetryAfter: sec(0), Path: "local"},
+			"allowed  limit=10 remaining=9 reset_after=10s retry_after=0s path=local"},
+		{&sluicev1.CheckResponse{Limit: 10, ResetAfter: sec(9200 * time.Millisecond), RetryAfter: sec(1300*time.Millisecond + 1), Path: "strict"},
+			"REFUSED  limit=10 remaining=0 reset_after=9.2s retry_after=1.301s path=strict"},
+		{&sluicev1.CheckResponse{Allowed: true, Shadowed: true, Limit: 5, ResetAfter: sec(time.Minute), RetryAfter: sec(44 * time.Second), Path: "local"},
+			"allowed  limit=5 remaining=0 reset_after=1m0s retry_after=44s path=local shadow=refused"},
+	} {
+		if got := formatDecision(tc.in); got != tc.want {
+			t.Errorf("got  %q\nwant %q", got, tc.want)
 		}
 	}
 }

@@ -109,7 +109,11 @@ type CheckResponse struct {
 	// path says what decided: "local" (this node's view: batched rules),
 	// "strict" (the Raft log), or "fail-open", "fail-closed", "fail-local"
 	// (a strict rule's fail_mode, for want of a leader).
-	Path          string `protobuf:"bytes,6,opt,name=path,proto3" json:"path,omitempty"`
+	Path string `protobuf:"bytes,6,opt,name=path,proto3" json:"path,omitempty"`
+	// shadowed says the rule is in shadow mode and refused the hits: allowed
+	// is true all the same, nothing was spent, and retry_after is the wait
+	// the refusal would have given.
+	Shadowed      bool `protobuf:"varint,7,opt,name=shadowed,proto3" json:"shadowed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -184,6 +188,13 @@ func (x *CheckResponse) GetPath() string {
 		return x.Path
 	}
 	return ""
+}
+
+func (x *CheckResponse) GetShadowed() bool {
+	if x != nil {
+		return x.Shadowed
+	}
+	return false
 }
 
 // CheckBatchRequest carries several checks decided in one round trip.
@@ -404,7 +415,12 @@ type Rule struct {
 	Allocation string `protobuf:"bytes,7,opt,name=allocation,proto3" json:"allocation,omitempty"`
 	// fail_mode is what a strict rule answers without a leader: "local",
 	// "open" or "closed". A batched rule carries it too, but does not use it.
-	FailMode      string `protobuf:"bytes,8,opt,name=fail_mode,json=failMode,proto3" json:"fail_mode,omitempty"`
+	FailMode string `protobuf:"bytes,8,opt,name=fail_mode,json=failMode,proto3" json:"fail_mode,omitempty"`
+	// limits are the rule's further limits, which a check must fit as well,
+	// all or nothing.
+	Limits []*Limit `protobuf:"bytes,9,rep,name=limits,proto3" json:"limits,omitempty"`
+	// shadow marks a rule in shadow mode: its refusals admit the caller.
+	Shadow        bool `protobuf:"varint,10,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -495,6 +511,82 @@ func (x *Rule) GetFailMode() string {
 	return ""
 }
 
+func (x *Rule) GetLimits() []*Limit {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Rule) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
+// Limit is one further limit of a rule: count per window of a type.
+type Limit struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Count  int64                  `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	Window *durationpb.Duration   `protobuf:"bytes,2,opt,name=window,proto3" json:"window,omitempty"`
+	// window_type is "sliding" or "fixed".
+	WindowType    string `protobuf:"bytes,3,opt,name=window_type,json=windowType,proto3" json:"window_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Limit) Reset() {
+	*x = Limit{}
+	mi := &file_sluice_v1_limiter_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Limit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Limit) ProtoMessage() {}
+
+func (x *Limit) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_limiter_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Limit.ProtoReflect.Descriptor instead.
+func (*Limit) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_limiter_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Limit) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *Limit) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *Limit) GetWindowType() string {
+	if x != nil {
+		return x.WindowType
+	}
+	return ""
+}
+
 var File_sluice_v1_limiter_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_limiter_proto_rawDesc = "" +
@@ -503,7 +595,7 @@ const file_sluice_v1_limiter_proto_rawDesc = "" +
 	"\fCheckRequest\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
-	"\x04hits\x18\x03 \x01(\x03R\x04hits\"\xe9\x01\n" +
+	"\x04hits\x18\x03 \x01(\x03R\x04hits\"\x85\x02\n" +
 	"\rCheckResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -512,7 +604,8 @@ const file_sluice_v1_limiter_proto_rawDesc = "" +
 	"resetAfter\x12:\n" +
 	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12\x12\n" +
-	"\x04path\x18\x06 \x01(\tR\x04path\"D\n" +
+	"\x04path\x18\x06 \x01(\tR\x04path\x12\x1a\n" +
+	"\bshadowed\x18\a \x01(\bR\bshadowed\"D\n" +
 	"\x11CheckBatchRequest\x12/\n" +
 	"\x06checks\x18\x01 \x03(\v2\x17.sluice.v1.CheckRequestR\x06checks\"H\n" +
 	"\x12CheckBatchResponse\x122\n" +
@@ -522,7 +615,7 @@ const file_sluice_v1_limiter_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1d\n" +
 	"\n" +
 	"rules_hash\x18\x02 \x01(\x06R\trulesHash\x12%\n" +
-	"\x05rules\x18\x03 \x03(\v2\x0f.sluice.v1.RuleR\x05rules\"\x99\x02\n" +
+	"\x05rules\x18\x03 \x03(\v2\x0f.sluice.v1.RuleR\x05rules\"\xdb\x02\n" +
 	"\x04Rule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x121\n" +
@@ -534,7 +627,15 @@ const file_sluice_v1_limiter_proto_rawDesc = "" +
 	"\n" +
 	"allocation\x18\a \x01(\tR\n" +
 	"allocation\x12\x1b\n" +
-	"\tfail_mode\x18\b \x01(\tR\bfailMode2\xcc\x01\n" +
+	"\tfail_mode\x18\b \x01(\tR\bfailMode\x12(\n" +
+	"\x06limits\x18\t \x03(\v2\x10.sluice.v1.LimitR\x06limits\x12\x16\n" +
+	"\x06shadow\x18\n" +
+	" \x01(\bR\x06shadow\"q\n" +
+	"\x05Limit\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\x121\n" +
+	"\x06window\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1f\n" +
+	"\vwindow_type\x18\x03 \x01(\tR\n" +
+	"windowType2\xcc\x01\n" +
 	"\aLimiter\x12:\n" +
 	"\x05Check\x12\x17.sluice.v1.CheckRequest\x1a\x18.sluice.v1.CheckResponse\x12I\n" +
 	"\n" +
@@ -553,7 +654,7 @@ func file_sluice_v1_limiter_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_limiter_proto_rawDescData
 }
 
-var file_sluice_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_sluice_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_sluice_v1_limiter_proto_goTypes = []any{
 	(*CheckRequest)(nil),        // 0: sluice.v1.CheckRequest
 	(*CheckResponse)(nil),       // 1: sluice.v1.CheckResponse
@@ -562,27 +663,30 @@ var file_sluice_v1_limiter_proto_goTypes = []any{
 	(*RulesRequest)(nil),        // 4: sluice.v1.RulesRequest
 	(*RulesResponse)(nil),       // 5: sluice.v1.RulesResponse
 	(*Rule)(nil),                // 6: sluice.v1.Rule
-	(*durationpb.Duration)(nil), // 7: google.protobuf.Duration
+	(*Limit)(nil),               // 7: sluice.v1.Limit
+	(*durationpb.Duration)(nil), // 8: google.protobuf.Duration
 }
 var file_sluice_v1_limiter_proto_depIdxs = []int32{
-	7,  // 0: sluice.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
-	7,  // 1: sluice.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
+	8,  // 0: sluice.v1.CheckResponse.reset_after:type_name -> google.protobuf.Duration
+	8,  // 1: sluice.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
 	0,  // 2: sluice.v1.CheckBatchRequest.checks:type_name -> sluice.v1.CheckRequest
 	1,  // 3: sluice.v1.CheckBatchResponse.results:type_name -> sluice.v1.CheckResponse
 	6,  // 4: sluice.v1.RulesResponse.rules:type_name -> sluice.v1.Rule
-	7,  // 5: sluice.v1.Rule.window:type_name -> google.protobuf.Duration
-	7,  // 6: sluice.v1.Rule.sync_interval:type_name -> google.protobuf.Duration
-	0,  // 7: sluice.v1.Limiter.Check:input_type -> sluice.v1.CheckRequest
-	2,  // 8: sluice.v1.Limiter.CheckBatch:input_type -> sluice.v1.CheckBatchRequest
-	4,  // 9: sluice.v1.Limiter.Rules:input_type -> sluice.v1.RulesRequest
-	1,  // 10: sluice.v1.Limiter.Check:output_type -> sluice.v1.CheckResponse
-	3,  // 11: sluice.v1.Limiter.CheckBatch:output_type -> sluice.v1.CheckBatchResponse
-	5,  // 12: sluice.v1.Limiter.Rules:output_type -> sluice.v1.RulesResponse
-	10, // [10:13] is the sub-list for method output_type
-	7,  // [7:10] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	8,  // 5: sluice.v1.Rule.window:type_name -> google.protobuf.Duration
+	8,  // 6: sluice.v1.Rule.sync_interval:type_name -> google.protobuf.Duration
+	7,  // 7: sluice.v1.Rule.limits:type_name -> sluice.v1.Limit
+	8,  // 8: sluice.v1.Limit.window:type_name -> google.protobuf.Duration
+	0,  // 9: sluice.v1.Limiter.Check:input_type -> sluice.v1.CheckRequest
+	2,  // 10: sluice.v1.Limiter.CheckBatch:input_type -> sluice.v1.CheckBatchRequest
+	4,  // 11: sluice.v1.Limiter.Rules:input_type -> sluice.v1.RulesRequest
+	1,  // 12: sluice.v1.Limiter.Check:output_type -> sluice.v1.CheckResponse
+	3,  // 13: sluice.v1.Limiter.CheckBatch:output_type -> sluice.v1.CheckBatchResponse
+	5,  // 14: sluice.v1.Limiter.Rules:output_type -> sluice.v1.RulesResponse
+	12, // [12:15] is the sub-list for method output_type
+	9,  // [9:12] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_limiter_proto_init() }
@@ -596,7 +700,7 @@ func file_sluice_v1_limiter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_limiter_proto_rawDesc), len(file_sluice_v1_limiter_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
