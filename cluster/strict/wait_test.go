@@ -38,6 +38,14 @@ const freshBootstrapWait = 100 * time.Millisecond
 // rather than fail over after the default second when the machine is slow.
 func patientStrict(c *cluster.Config) { c.StrictTimeout = patience }
 
+// patient is patientStrict that also waits for a batched key's owner as
+// long: a test that counts exactly must not have a loaded machine's late
+// answer refuse a check the owner would have granted.
+func patient(c *cluster.Config) {
+	patientStrict(c)
+	c.BorrowTimeout = patience
+}
+
 // leaderWatch follows which leader each of a set of nodes knows: it wakes
 // on their Raft observers' leader observations, so a test waits on
 // leadership changes as they happen instead of polling for them.
