@@ -18,8 +18,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/cluster/configfile"
+	"github.com/sluicehq/sluice/cluster/prom"
 	"github.com/sluicehq/sluice/cluster/strict"
 )
 
@@ -53,9 +58,11 @@ before it serves. Start the first node without --join and the others with
 examples/cluster/README.md runs 3 agents on one machine, and
 'sluice members --addr HOST:PORT' lists the cluster as a node sees it.
 
-With --http-addr the node also serves /metrics (Prometheus), /healthz and
-/debug/pprof/ over HTTP; pprof exposes the process, so keep that address
-private.
+With --http-addr the node also serves /metrics (Prometheus: per-rule
+decisions and latency, sync traffic per peer, members by state, and the
+Go runtime's and the process's metrics), /healthz (200 while running),
+/readyz (200 once the node holds the fleet's state) and /debug/pprof/
+over HTTP; pprof exposes the process, so keep that address private.
 
 Exit status: 2 if the config is invalid or the node cannot start.
 
@@ -75,6 +82,9 @@ type agentOptions struct {
 	// now is the node's clock; nil is the wall clock.
 	// Tests set it.
 	now func() time.Time
+	// joinTimeout bounds the node's join and state pull at start; zero
+	// is the node's default. Tests set it.
+	joinTimeout time.Duration
 }
 
 // runAgent runs `sluice agent`.
@@ -173,7 +183,7 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentOptions, er
 	advertiseAddr := fs.String("advertise-addr", "", "gossip `HOST:PORT` peers reach this node on, when it differs from --gossip-addr (NAT, containers)")
 	var join joinList
 	fs.Var(&join, "join", "gossip addresses of peers to join, `HOST:PORT[,HOST:PORT…]` or dns:NAME:PORT; repeatable; needs --gossip-addr")
-	httpAddr := fs.String("http-addr", "", "serve /metrics, /healthz and /debug/pprof/ on `HOST:PORT`; port 0 picks a free port (default: no HTTP)")
+	httpAddr := fs.String("http-addr", "", "serve /metrics, /healthz, /readyz and /debug/pprof/ on `HOST:PORT`; port 0 picks a free port (default: no HTTP)")
 	dataDir := fs.String("data-dir", "", "keep state in this `DIR` across restarts (default: in memory)")
 	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "on stop, wait this long for in-flight calls; 0 cuts them at once")
 	var level slog.Level
@@ -327,6 +337,7 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 	cfg.ShutdownTimeout = shutdown
 	cfg.Logger = logger
 	cfg.Now = opts.now
+	cfg.JoinTimeout = opts.joinTimeout
 	// The agent serves whatever rules its file holds, strict ones too.
 	cfg.Strict = strict.Mode{}
 	a := &agent{shutdownTimeout: shutdown}
@@ -353,7 +364,7 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 
 	if a.httpLis != nil {
 		a.http = &http.Server{
-			Handler:           operatorHandler(node),
+			Handler:           operatorHandler(node, logger),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(logger.With("server", "http").Handler(), slog.LevelWarn),
@@ -419,17 +430,32 @@ func (a *agent) Stop() error {
 	return a.stopErr
 }
 
-// operatorHandler is the node's /metrics and /healthz with the pprof
-// profiles beside them under /debug/pprof/.
-func operatorHandler(node *cluster.Node) http.Handler {
+// operatorHandler is the node's /healthz and /readyz, /metrics from a
+// registry of the agent's own, and the pprof profiles under /debug/pprof/.
+func operatorHandler(node *cluster.Node, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", node.HTTPHandler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metricsRegistry(node), promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(log.With("server", "metrics").Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError, // a series that fails leaves the others served
+	}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// metricsRegistry is what the agent's /metrics serves: the node's
+// metrics, and the Go runtime's and the process's (memory, GC, goroutines,
+// CPU, open files) that operators expect of a daemon. It is a registry of
+// its own, not the global one.
+func metricsRegistry(node *cluster.Node) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prom.NewCollector(node), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 // reload re-reads the rules of the config file and gives them to the node
@@ -442,11 +468,13 @@ func (a *agent) reload(ctx context.Context, path string, log *slog.Logger) {
 	}
 	file, err := configfile.Load(path)
 	if err != nil {
+		a.node.ReloadFailed()
 		log.Error("SIGHUP: config not reloaded", "err", err)
 		return
 	}
 	rules, err := file.NodeRules()
 	if err != nil {
+		a.node.ReloadFailed()
 		log.Error("SIGHUP: config not reloaded", "err", err)
 		return
 	}

@@ -7,8 +7,10 @@ import (
 )
 
 // TestLinksNoRaftNorYAML lists the packages this program links: an
-// embedding with batched rules only must not pay for strict mode's Raft
-// or the agent's config file parser, in binary size or start-up.
+// embedding with batched rules only must not pay for strict mode's Raft,
+// the agent's config file parser or a Prometheus client (the node counts
+// its metrics without one; package cluster/prom exports them), in binary
+// size or start-up.
 func TestLinksNoRaftNorYAML(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -27,6 +29,8 @@ func TestLinksNoRaftNorYAML(t *testing.T) {
 			"github.com/sluicehq/sluice/store/raftstore",
 			"github.com/sluicehq/sluice/cluster/configfile",
 			"go.yaml.in/yaml",
+			"github.com/sluicehq/sluice/cluster/prom",
+			"github.com/prometheus",
 		} {
 			if dep == banned || strings.HasPrefix(dep, banned+"/") {
 				t.Errorf("hello links %s", dep)
