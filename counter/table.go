@@ -112,10 +112,12 @@ func (t *Table) Tally() Tally {
 	return out
 }
 
-// count tallies decision d; the caller holds sh.mu.
-func (t *Table) count(sh *shard, d *window.Decision) {
+// count tallies a decision that admitted or not; the caller holds sh.mu.
+// It takes the verdict alone, not the decision: a decision whose address
+// is taken is copied out of registers onto the stack.
+func (t *Table) count(sh *shard, admitted bool) {
 	switch {
-	case d.Allowed:
+	case admitted:
 		sh.tally[outAdmitted]++
 	case t.rule.Shadow:
 		sh.tally[outShadowRefused]++
@@ -269,7 +271,7 @@ func (t *Table) try(key string, now, hits int64, how asking, tk *Ticket) (d wind
 		// first time, and not remembered.
 		d = t.rule.DecideAt(window.Counts{}, elapsed, hits)
 		if tk == nil {
-			t.count(sh, &d)
+			t.count(sh, d.Allowed)
 		}
 		sh.mu.Unlock()
 		return d, false
@@ -284,11 +286,14 @@ func (t *Table) try(key string, now, hits int64, how asking, tk *Ticket) (d wind
 		if tk != nil && d.Allowed && hits > 0 && !ask {
 			*tk = t.ticket(s, idx, hits, nil)
 		}
+		if tk == nil && !ask {
+			t.count(sh, d.Allowed)
+		}
 	} else {
 		d = t.decide(s, now, idx, elapsed, hits, live, tk)
-	}
-	if tk == nil && !ask {
-		t.count(sh, &d)
+		if tk == nil {
+			t.count(sh, d.Allowed)
+		}
 	}
 	sh.mu.Unlock()
 	return d, ask
