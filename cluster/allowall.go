@@ -42,21 +42,28 @@ func (n *Node) AllowAll(ctx context.Context, checks []Check) ([]Decision, bool, 
 // combines theirs. When tickets is not nil, an admitted check's tickets,
 // one per part decided, go there, for a reservation to give back.
 func (n *Node) allowAll(ctx context.Context, checks []Check, tickets *[]counter.Ticket) ([]Decision, bool, error) {
+	x := n.index.Load()
 	if n.isClosing.Load() {
+		for _, c := range checks {
+			n.countError(x, c.Rule)
+		}
 		return nil, false, ErrClosed
 	}
-	x := n.index.Load()
 	flat, of := checks, []int(nil)
+	// isPart says which of flat are parts of a rule with several limits:
+	// their check is counted whole, here, not part by part.
+	var isPart []bool
 	if x.multi {
 		flat, of = nil, make([]int, 0, len(checks))
 		for i, c := range checks {
 			parts := x.parts[c.Rule]
 			if parts == nil {
-				flat, of = append(flat, c), append(of, i)
+				flat, of, isPart = append(flat, c), append(of, i), append(isPart, false)
 				continue
 			}
 			for _, p := range parts {
 				flat, of = append(flat, Check{Rule: p, Key: c.Key, Hits: c.Hits}), append(of, i)
+				isPart = append(isPart, true)
 			}
 		}
 	}
@@ -66,6 +73,7 @@ func (n *Node) allowAll(ctx context.Context, checks []Check, tickets *[]counter.
 		}
 		return of[i] + 1
 	}
+	part := func(i int) bool { return isPart != nil && isPart[i] }
 	strictAt := -1
 	counts := make([]int64, len(flat))
 	for i, c := range flat {
@@ -75,12 +83,14 @@ func (n *Node) allowAll(ctx context.Context, checks []Check, tickets *[]counter.
 			err = fmt.Errorf("%w %q", ErrUnknownRule, c.Rule) // removed by a Reload meanwhile
 		}
 		if err != nil {
+			n.countError(x, checks[which(i)-1].Rule)
 			return nil, false, fmt.Errorf("sluice: check %d of %d: %w", which(i), len(checks), err)
 		}
 		r := t.Rule()
 		counts[i] = r.Count
 		if r.IsStrict() {
 			if strictAt >= 0 {
+				n.countError(x, checks[which(i)-1].Rule)
 				return nil, false, fmt.Errorf("%w: rules %q and %q", ErrSeveralStrict, flat[strictAt].Rule, c.Rule)
 			}
 			strictAt = i
@@ -105,9 +115,9 @@ func (n *Node) allowAll(ctx context.Context, checks []Check, tickets *[]counter.
 				return nil
 			}
 			var probe counter.Ticket // a ticket, so that allow decides the part itself
-			return n.allow(ctx, c.Rule, c.Key, 0, &probe, &ds[i])
+			return n.allow(ctx, c.Rule, c.Key, 0, &probe, &ds[i], part(i))
 		}
-		if err := n.allow(ctx, c.Rule, c.Key, c.Hits, &tks[i], &ds[i]); err != nil {
+		if err := n.allow(ctx, c.Rule, c.Key, c.Hits, &tks[i], &ds[i], part(i)); err != nil {
 			return err
 		}
 		refused = !ds[i].Allowed
@@ -119,6 +129,9 @@ func (n *Node) allowAll(ctx context.Context, checks []Check, tickets *[]counter.
 		}
 		if err := decide(i); err != nil {
 			giveBack()
+			if part(i) {
+				n.countError(x, checks[which(i)-1].Rule)
+			}
 			return nil, false, fmt.Errorf("sluice: check %d of %d: %w", which(i), len(checks), err)
 		}
 	}
@@ -143,6 +156,9 @@ func (n *Node) allowAll(ctx context.Context, checks []Check, tickets *[]counter.
 			to++
 		}
 		out[i] = combine(ds[from:to])
+		if part(from) {
+			n.countCheck(x, checks[i].Rule, &out[i])
+		}
 		from = to
 	}
 	return out, !refused, nil

@@ -43,8 +43,11 @@
 // refused client should come back (RetryAfter). The errors a node returns
 // are this package's Err values, to match with errors.Is; Allow lists them.
 //
-// Reload changes the rules of a running node, Metrics and HTTPHandler are
-// what an operator watches, and the `sluice agent` command (cmd/sluice)
+// Reload changes the rules of a running node; Metrics, RuleStats,
+// DecisionLatency, PeerStats and MemberStates are what an operator watches,
+// which package cluster/prom exports to Prometheus (this package links no
+// metrics library), HTTPHandler serves /healthz and /readyz (Ready), and
+// the `sluice agent` command (cmd/sluice)
 // runs a node beside programs in other languages, which call it over gRPC
 // (proto/sluice/v1). The agent's YAML config file is read by package
 // cluster/configfile, which this package does not import: embedding a node
@@ -59,7 +62,8 @@
 // (peers.go, peer_service.go), membership (membership.go, meta.go,
 // reconnect.go, restart_detect.go), the clock and skew (clock.go,
 // clockskew.go), persistence (persist.go), the gRPC server and its Limiter
-// service (server.go, limiter_service.go), metrics and HTTP. Strict mode
+// service (server.go, limiter_service.go), metrics (metrics.go, the
+// node-wide counters; stats.go, per rule, path and peer) and HTTP. Strict mode
 // is package cluster/strict; the node reaches it only through the
 // interfaces of cluster/internal/strictapi (strictmode.go), and the two
 // share the codecs of cluster/internal/wire. Neither imports the other.

@@ -22,9 +22,15 @@ func startHTTPNode(t *testing.T) (*Node, *httptest.Server) {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() { n.Close() })
+	return n, serveHTTP(t, n)
+}
+
+// serveHTTP serves n's HTTPHandler on a test server.
+func serveHTTP(t *testing.T, n *Node) *httptest.Server {
+	t.Helper()
 	srv := httptest.NewServer(n.HTTPHandler())
 	t.Cleanup(srv.Close)
-	return n, srv
+	return srv
 }
 
 // httpDo sends one request and returns the status, a header and the body.
@@ -64,6 +70,8 @@ func TestHTTPHandler(t *testing.T) {
 		{"metrics post", "POST", "/metrics", 405, "Allow", "GET", nil},
 		{"healthz", "GET", "/healthz", 200, "Cache-Control", "no-store", []string{"ok\n"}},
 		{"healthz delete", "DELETE", "/healthz", 405, "Allow", "GET", nil},
+		{"readyz", "GET", "/readyz", 200, "Cache-Control", "no-store", []string{"ready\n"}},
+		{"readyz post", "POST", "/readyz", 405, "Allow", "GET", nil},
 		{"no pprof here", "GET", "/debug/pprof/", 404, "", "", nil},
 		{"root", "GET", "/", 404, "", "", nil},
 		{"unknown path", "GET", "/metricsx", 404, "", "", nil},
@@ -112,6 +120,9 @@ func TestHTTPHandlerHealthzAfterClose(t *testing.T) {
 	}
 	if status, _, body := httpDo(t, "GET", srv.URL+"/healthz", ""); status != 503 || body != "closed\n" {
 		t.Fatalf("after Close: %d %q, want 503 \"closed\\n\"", status, body)
+	}
+	if status, _, body := httpDo(t, "GET", srv.URL+"/readyz", ""); status != 503 || body != "closing\n" {
+		t.Fatalf("/readyz after Close: %d %q, want 503 \"closing\\n\"", status, body)
 	}
 	// Metrics stay readable after Close: the last values are still useful.
 	if status, _, _ := httpDo(t, "GET", srv.URL+"/metrics", ""); status != 200 {

@@ -51,7 +51,7 @@ func (l *Limiter) Rule() (window.Rule, bool) {
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 	// Not a call of AllowN: this way both inline into their callers.
 	var d Decision
-	err := l.n.allow(ctx, l.rule, key, 1, nil, &d)
+	err := l.n.allow(ctx, l.rule, key, 1, nil, &d, false)
 	return d, err
 }
 
@@ -60,7 +60,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // rule, with the same waits and errors (see Node.Allow).
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	var d Decision
-	err := l.n.allow(ctx, l.rule, key, n, nil, &d)
+	err := l.n.allow(ctx, l.rule, key, n, nil, &d, false)
 	return d, err
 }
 
@@ -134,7 +134,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 		r.d = ds[0]
 		return r, nil
 	}
-	if err := l.n.allow(ctx, l.rule, key, n, &r.ticket, &r.d); err != nil {
+	if err := l.n.allow(ctx, l.rule, key, n, &r.ticket, &r.d, false); err != nil {
 		return nil, err
 	}
 	return r, nil

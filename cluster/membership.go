@@ -183,11 +183,12 @@ func splitHostPort(addr string) (string, int, error) {
 // start: memberlist's own record of the node is gone after a shutdown.
 func (m *membership) addr() string { return m.self }
 
-// join tries the seeds until one answers or ctx ends; a node that cannot
-// reach any seed keeps running alone and retries in run.
-func (m *membership) join(ctx context.Context) {
+// join tries the seeds until one answers or ctx ends, and reports whether
+// one did; a node that cannot reach any seed keeps running alone and
+// retries in run.
+func (m *membership) join(ctx context.Context) bool {
 	if len(m.n.cfg.Join) == 0 {
-		return
+		return false
 	}
 	backoff := 100 * time.Millisecond
 	for {
@@ -196,7 +197,7 @@ func (m *membership) join(ctx context.Context) {
 			if joined, err := m.ml.Join(seeds); joined > 0 {
 				m.n.log.Info("joined the cluster", "seeds", seeds, "contacted", joined)
 				m.signal()
-				return
+				return true
 			} else if err != nil {
 				m.n.log.Debug("join failed", "seeds", seeds, "err", err)
 			}
@@ -204,7 +205,7 @@ func (m *membership) join(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			m.n.log.Warn("no seed answered; serving alone until one does", "join", m.n.cfg.Join)
-			return
+			return false
 		case <-time.After(backoff):
 			backoff = min(2*backoff, 2*time.Second)
 		}

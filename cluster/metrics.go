@@ -53,17 +53,30 @@ type Metrics struct {
 	// from the voters it had left, after a majority of them restarted
 	// without their logs.
 	StrictRecoveries int64
+	// StrictLeaderChanges are the strict leaders this node saw elected,
+	// and StrictForwarded the strict checks it sent to a leader.
+	StrictLeaderChanges, StrictForwarded int64
 	// Borrows are checks this node asked a key's owner about (owner
 	// allocation), and BorrowTimeouts those whose answer did not come in
 	// time and were decided from this node's view.
 	Borrows, BorrowTimeouts int64
 	// ShadowRefusals are refusals by rules in shadow mode, whose callers
-	// were admitted.
+	// were admitted: the sum over the rules of their checks whose result
+	// is ResultShadowRefused (RuleStats), a check of a rule with several
+	// limits once.
 	ShadowRefusals int64
+	// Reloads and ReloadErrors are the calls of Reload that changed the
+	// rules and that failed; ReloadErrors also counts ReloadFailed.
+	Reloads, ReloadErrors int64
+	// UnknownRuleChecks are checks that named no rule of the node. They
+	// count apart from the rules' metrics, so that a name sent from
+	// outside never becomes a metric's label.
+	UnknownRuleChecks int64
 }
 
 // counters are the node's live metrics, updated as it works: each is the
-// field of Metrics of the same name, which Node.Metrics reads them into.
+// field of Metrics of the same name, which Node.Metrics reads them into
+// (ShadowRefusals, which the rules' counts hold, aside).
 type counters struct {
 	Members, Peers                                                   atomic.Int64
 	DriftedMembers                                                   atomic.Int64
@@ -75,7 +88,8 @@ type counters struct {
 	DeltasReceived, EntriesMerged, DeltasRejected, UnknownRuleDeltas atomic.Int64
 	strictapi.Counters                                               // strict mode's, which it updates itself
 	Borrows, BorrowTimeouts                                          atomic.Int64
-	ShadowRefusals                                                   atomic.Int64
+	Reloads, ReloadErrors                                            atomic.Int64
+	UnknownRuleChecks                                                atomic.Int64
 }
 
 func newCounters() *counters { return &counters{} }
@@ -107,48 +121,93 @@ func (c *counters) snapshot() Metrics {
 		StrictFailovers:         c.StrictFailovers.Load(),
 		StrictInFlightFailovers: c.StrictInFlightFailovers.Load(),
 		StrictRecoveries:        c.StrictRecoveries.Load(),
+		StrictLeaderChanges:     c.StrictLeaderChanges.Load(),
+		StrictForwarded:         c.StrictForwarded.Load(),
 		Borrows:                 c.Borrows.Load(),
 		BorrowTimeouts:          c.BorrowTimeouts.Load(),
-		ShadowRefusals:          c.ShadowRefusals.Load(),
+		Reloads:                 c.Reloads.Load(),
+		ReloadErrors:            c.ReloadErrors.Load(),
+		UnknownRuleChecks:       c.UnknownRuleChecks.Load(),
 	}
 }
 
-// WritePrometheus writes the metrics in the Prometheus text format.
-func (m Metrics) WritePrometheus(w io.Writer) error {
-	type metric struct {
-		name, kind, help string
-		v                *int64
+// Series is one node-wide metric's value, named and described as the
+// Prometheus text format has it.
+type Series struct {
+	// Name and Help are the metric's name and description.
+	Name, Help string
+	// Counter says the metric is a counter; else it is a gauge.
+	Counter bool
+	// Label and LabelValue are the series' one label, or empty: a metric
+	// with a label has a Series per value, one after another.
+	Label, LabelValue string
+	// Value is the series' value.
+	Value int64
+}
+
+// Series lists the metrics as Prometheus series, in a fixed order: what
+// WritePrometheus writes, and what the collector of package cluster/prom
+// exports under the same names (but for sluice_members, which it splits
+// by state).
+func (m Metrics) Series() []Series {
+	return []Series{
+		{Name: "sluice_members", Counter: false, Help: "Cluster members seen by this node, itself included.", Value: m.Members},
+		{Name: "sluice_peers", Counter: false, Help: "Peers this node streams deltas to.", Value: m.Peers},
+		{Name: "sluice_rules_drift_members", Counter: false, Help: "Members whose rule set differs from this node's.", Value: m.DriftedMembers},
+		{Name: "sluice_clock_skewed_peers", Counter: false, Help: "Peers whose clocks are off from the fleet's by more than the tolerance.", Value: m.SkewedPeers},
+		{Name: "sluice_clock_correction_nanoseconds", Counter: false, Help: "What this node adds to its own clock to decide on the fleet's.", Value: m.ClockCorrection},
+		{Name: "sluice_saves_total", Counter: true, Help: "Times the node saved its changed counts to its data dir.", Value: m.Saves},
+		{Name: "sluice_last_save_timestamp_nanoseconds", Counter: false, Help: "Node-clock time of the counts in the last completed save; a crash loses what was admitted after it.", Value: m.LastSaveAt},
+		{Name: "sluice_sync_written_through_timestamp_nanoseconds", Counter: false, Help: "Node-clock time up to which this node's counts have been written to every live peer (0 without peers); now minus this is the sync lag.", Value: m.SyncedThrough},
+		{Name: "sluice_reconnects_total", Counter: true, Help: "Joins to a failed member or a missing seed that reached it.", Value: m.Reconnects},
+		{Name: "sluice_late_pulls_total", Counter: true, Help: "Pulls of the fleet's state after start, by a node that started alone or cut off.", Value: m.LatePulls},
+		{Name: "sluice_sync_deltas_sent_total", Counter: true, Help: "Delta messages written to peers.", Value: m.DeltasSent},
+		{Name: "sluice_sync_entries_sent_total", Counter: true, Help: "Entries written to peers.", Value: m.EntriesSent},
+		{Name: "sluice_sync_bytes_sent_total", Counter: true, Help: "Bytes of delta messages written to peers.", Value: m.BytesSent},
+		{Name: "sluice_sync_deltas_dropped_total", Counter: true, Help: "Deltas dropped for a slow peer (followed by a full resend).", Value: m.DeltasDropped},
+		{Name: "sluice_sync_stream_resets_total", Counter: true, Help: "Sync streams that broke and were reopened.", Value: m.StreamResets},
+		{Name: "sluice_sync_deltas_received_total", Counter: true, Help: "Delta messages merged from peers.", Value: m.DeltasReceived},
+		{Name: "sluice_sync_entries_merged_total", Counter: true, Help: "Entries merged from peers.", Value: m.EntriesMerged},
+		{Name: "sluice_sync_deltas_rejected_total", Counter: true, Help: "Malformed deltas rejected.", Value: m.DeltasRejected},
+		{Name: "sluice_sync_unknown_rule_deltas_total", Counter: true, Help: "Deltas naming rules this node does not have.", Value: m.UnknownRuleDeltas},
+		{Name: "sluice_strict_entries_total", Counter: true, Help: "Raft log entries committed while leading.", Value: m.StrictEntries},
+		{Name: "sluice_strict_checks_total", Counter: true, Help: "Strict checks decided in those entries.", Value: m.StrictChecks},
+		{Name: "sluice_strict_failovers_total", Counter: true, Help: "Strict checks answered by fail_mode for want of a leader.", Value: m.StrictFailovers},
+		{Name: "sluice_strict_inflight_failovers_total", Counter: true, Help: "Strict checks answered by fail_mode while on their way to a leader that did not answer in time.", Value: m.StrictInFlightFailovers},
+		{Name: "sluice_borrows_total", Counter: true, Help: "Checks this node asked a key's owner about, its grant spent while the fleet had room.", Value: m.Borrows},
+		{Name: "sluice_borrow_timeouts_total", Counter: true, Help: "Checks whose owner did not answer in time, decided from this node's view.", Value: m.BorrowTimeouts},
+		{Name: "sluice_shadow_refusals_total", Counter: true, Help: "Refusals by rules in shadow mode, whose callers were admitted.", Value: m.ShadowRefusals},
+		{Name: "sluice_strict_recoveries_total", Counter: true, Help: "Strict groups this node rebuilt from the voters left after a majority restarted without their logs.", Value: m.StrictRecoveries},
+		{Name: "sluice_strict_leader_changes_total", Counter: true, Help: "Strict leaders this node saw elected: one other than the last it knew, or one after a spell without.", Value: m.StrictLeaderChanges},
+		{Name: "sluice_strict_forwarded_checks_total", Counter: true, Help: "Strict checks this node sent to the leader to decide.", Value: m.StrictForwarded},
+		{Name: "sluice_config_reloads_total", Counter: true, Help: "Reloads of the rules, by result.", Value: m.Reloads, Label: "result", LabelValue: "ok"},
+		{Name: "sluice_config_reloads_total", Counter: true, Help: "Reloads of the rules, by result.", Value: m.ReloadErrors, Label: "result", LabelValue: "error"},
+		{Name: "sluice_unknown_rule_checks_total", Counter: true, Help: "Checks that named no rule of this node.", Value: m.UnknownRuleChecks},
 	}
-	for _, x := range []metric{
-		{"sluice_members", "gauge", "Cluster members seen by this node, itself included.", &m.Members},
-		{"sluice_peers", "gauge", "Peers this node streams deltas to.", &m.Peers},
-		{"sluice_rules_drift_members", "gauge", "Members whose rule set differs from this node's.", &m.DriftedMembers},
-		{"sluice_clock_skewed_peers", "gauge", "Peers whose clocks are off from the fleet's by more than the tolerance.", &m.SkewedPeers},
-		{"sluice_clock_correction_nanoseconds", "gauge", "What this node adds to its own clock to decide on the fleet's.", &m.ClockCorrection},
-		{"sluice_saves_total", "counter", "Times the node saved its changed counts to its data dir.", &m.Saves},
-		{"sluice_last_save_timestamp_nanoseconds", "gauge", "Node-clock time of the counts in the last completed save; a crash loses what was admitted after it.", &m.LastSaveAt},
-		{"sluice_sync_written_through_timestamp_nanoseconds", "gauge", "Node-clock time up to which this node's counts have been written to every live peer (0 without peers); now minus this is the sync lag.", &m.SyncedThrough},
-		{"sluice_reconnects_total", "counter", "Joins to a failed member or a missing seed that reached it.", &m.Reconnects},
-		{"sluice_late_pulls_total", "counter", "Pulls of the fleet's state after start, by a node that started alone or cut off.", &m.LatePulls},
-		{"sluice_sync_deltas_sent_total", "counter", "Delta messages written to peers.", &m.DeltasSent},
-		{"sluice_sync_entries_sent_total", "counter", "Entries written to peers.", &m.EntriesSent},
-		{"sluice_sync_bytes_sent_total", "counter", "Bytes of delta messages written to peers.", &m.BytesSent},
-		{"sluice_sync_deltas_dropped_total", "counter", "Deltas dropped for a slow peer (followed by a full resend).", &m.DeltasDropped},
-		{"sluice_sync_stream_resets_total", "counter", "Sync streams that broke and were reopened.", &m.StreamResets},
-		{"sluice_sync_deltas_received_total", "counter", "Delta messages merged from peers.", &m.DeltasReceived},
-		{"sluice_sync_entries_merged_total", "counter", "Entries merged from peers.", &m.EntriesMerged},
-		{"sluice_sync_deltas_rejected_total", "counter", "Malformed deltas rejected.", &m.DeltasRejected},
-		{"sluice_sync_unknown_rule_deltas_total", "counter", "Deltas naming rules this node does not have.", &m.UnknownRuleDeltas},
-		{"sluice_strict_entries_total", "counter", "Raft log entries committed while leading.", &m.StrictEntries},
-		{"sluice_strict_checks_total", "counter", "Strict checks decided in those entries.", &m.StrictChecks},
-		{"sluice_strict_failovers_total", "counter", "Strict checks answered by fail_mode for want of a leader.", &m.StrictFailovers},
-		{"sluice_strict_inflight_failovers_total", "counter", "Strict checks answered by fail_mode while on their way to a leader that did not answer in time.", &m.StrictInFlightFailovers},
-		{"sluice_borrows_total", "counter", "Checks this node asked a key's owner about, its grant spent while the fleet had room.", &m.Borrows},
-		{"sluice_borrow_timeouts_total", "counter", "Checks whose owner did not answer in time, decided from this node's view.", &m.BorrowTimeouts},
-		{"sluice_shadow_refusals_total", "counter", "Refusals by rules in shadow mode, whose callers were admitted.", &m.ShadowRefusals},
-		{"sluice_strict_recoveries_total", "counter", "Strict groups this node rebuilt from the voters left after a majority restarted without their logs.", &m.StrictRecoveries},
-	} {
-		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", x.name, x.help, x.name, x.kind, x.name, *x.v); err != nil {
+}
+
+// WritePrometheus writes the metrics in the Prometheus text format: the
+// node-wide ones, which Node.HTTPHandler serves. A program that wants a
+// node's per-rule and per-peer metrics too registers the collector of
+// package cluster/prom.
+func (m Metrics) WritePrometheus(w io.Writer) error {
+	last := ""
+	for _, x := range m.Series() {
+		if x.Name != last {
+			kind := "gauge"
+			if x.Counter {
+				kind = "counter"
+			}
+			if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", x.Name, x.Help, x.Name, kind); err != nil {
+				return err
+			}
+			last = x.Name
+		}
+		labels := ""
+		if x.Label != "" {
+			labels = fmt.Sprintf("{%s=%q}", x.Label, x.LabelValue)
+		}
+		if _, err := fmt.Fprintf(w, "%s%s %d\n", x.Name, labels, x.Value); err != nil {
 			return err
 		}
 	}

@@ -97,6 +97,10 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 		}
 		n.metrics.DeltasReceived.Add(1)
 		n.metrics.EntriesMerged.Add(int64(res.Merged))
+		if c := n.peers.countersFor(d.From.Node, false); c != nil {
+			c.deltasReceived.Add(1)
+			c.bytesReceived.Add(uint64(len(msg)))
+		}
 		if len(res.UnknownRules) > 0 {
 			n.metrics.UnknownRuleDeltas.Add(1)
 			n.log.Debug("delta names rules this node does not have", "from", d.From.Node, "rules", res.UnknownRules)

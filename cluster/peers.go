@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,13 @@ type peerSet struct {
 	// joined is signalled (without blocking) when a peer joins: a node
 	// that could not pull the fleet's state at start waits on it.
 	joined chan struct{}
+
+	// stats are the live peers' sync traffic by name, kept across a
+	// peer's restarts and dropped when it leaves. statsMu guards the map
+	// alone, so that a delta received need not wait for ps.mu, which a
+	// membership change holds while it stops streams.
+	statsMu sync.Mutex
+	stats   map[string]*peerCounters
 }
 
 // peer streams this node's deltas to one other node. Admission never waits
@@ -53,6 +61,8 @@ type peer struct {
 	// snapshot written to the peer's stream: what the peer will hold once
 	// it has read them.
 	written atomic.Int64
+	// stats are the sync traffic with the peer's name.
+	stats *peerCounters
 }
 
 // queued is a delta waiting for its peer, in its wire form, with the
@@ -74,7 +84,8 @@ func newQueued(d *counter.Delta, sentAt, at int64) queued {
 const peerQueue = 8
 
 func newPeerSet(n *Node, ctx context.Context) *peerSet {
-	return &peerSet{n: n, ctx: ctx, peers: make(map[counter.Incarnation]*peer), joined: make(chan struct{}, 1)}
+	return &peerSet{n: n, ctx: ctx, peers: make(map[counter.Incarnation]*peer), joined: make(chan struct{}, 1),
+		stats: map[string]*peerCounters{}}
 }
 
 // update makes the set match the live members: it dials new ones, stops
@@ -118,6 +129,13 @@ func (ps *peerSet) update(live []peerInfo) {
 		}
 		ps.n.log.Info("peer joined", "peer", inc.Node, "boot", inc.Boot, "grpc_addr", info.grpcAddr)
 	}
+	ps.statsMu.Lock()
+	for name := range ps.stats {
+		if !slices.ContainsFunc(live, func(p peerInfo) bool { return p.name == name }) {
+			delete(ps.stats, name)
+		}
+	}
+	ps.statsMu.Unlock()
 	ps.n.replica.SetPeers(incs)
 	ps.n.metrics.Peers.Store(int64(len(ps.peers)))
 	ps.n.rescheduleTicks()
@@ -137,9 +155,24 @@ func (ps *peerSet) start(info peerInfo) (*peer, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ps.ctx)
-	p := &peer{info: info, conn: conn, queue: make(chan queued, peerQueue), cancel: cancel, done: make(chan struct{})}
+	p := &peer{info: info, conn: conn, queue: make(chan queued, peerQueue), cancel: cancel, done: make(chan struct{}),
+		stats: ps.countersFor(info.name, true)}
 	go p.run(ctx, ps.n)
 	return p, nil
+}
+
+// countersFor returns the sync traffic counters of the peer named name;
+// with create, a new peer's, else nil for a name that is no live peer's
+// (a delta's sender is outside input).
+func (ps *peerSet) countersFor(name string, create bool) *peerCounters {
+	ps.statsMu.Lock()
+	defer ps.statsMu.Unlock()
+	c := ps.stats[name]
+	if c == nil && create {
+		c = &peerCounters{}
+		ps.stats[name] = c
+	}
+	return c
 }
 
 // send hands each outbound delta, built at node-clock time at, to its peer
@@ -319,6 +352,8 @@ func (p *peer) run(ctx context.Context, n *Node) {
 			n.metrics.DeltasSent.Add(1)
 			n.metrics.EntriesSent.Add(int64(q.entries))
 			n.metrics.BytesSent.Add(int64(len(q.msg)))
+			p.stats.deltasSent.Add(1)
+			p.stats.bytesSent.Add(uint64(len(q.msg)))
 		}
 	}
 }
@@ -338,21 +373,24 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // pullState merges a peer's full state before the node serves, so that a
 // new or restarted node starts from what the fleet has admitted. It tries
 // each live peer until one answers or ctx ends, and reports whether one
-// did.
-func (n *Node) pullState(ctx context.Context) bool {
+// did. It reports alone, and does not wait, when there is no fleet to pull
+// from: the node has no peer and no seed, or joined (reached a seed) and
+// gossip lists no member but itself, as when its seeds are its own
+// address (the first pod behind a headless service).
+func (n *Node) pullState(ctx context.Context, joined bool) (pulled, alone bool) {
 	for {
 		peers := n.peers.list()
-		if len(peers) == 0 && len(n.cfg.Join) == 0 {
-			return false
+		if len(peers) == 0 && (len(n.cfg.Join) == 0 || joined && n.members.ml.NumMembers() <= 1) {
+			return false, true
 		}
 		if n.pullAny(ctx, peers) {
-			return true
+			return true, false
 		}
 		if !sleep(ctx, 100*time.Millisecond) {
 			if len(peers) > 0 {
 				n.log.Warn("could not pull state from any peer; serving from what arrives by sync")
 			}
-			return false
+			return false, false
 		}
 	}
 }
@@ -377,6 +415,7 @@ func (n *Node) pullLater(ctx context.Context) {
 		}
 		if n.pullAny(ctx, peers) {
 			n.metrics.LatePulls.Add(1)
+			n.ready.Store(true)
 			return
 		}
 		if !sleep(ctx, wait) {

@@ -35,3 +35,11 @@ func (r *registry) inc(id uint32) Incarnation {
 	defer r.mu.Unlock()
 	return r.incs[id]
 }
+
+// lookup returns inc's id without giving it one.
+func (r *registry) lookup(inc Incarnation) (uint32, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id, ok := r.ids[inc]
+	return id, ok
+}

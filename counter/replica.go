@@ -154,6 +154,9 @@ func (r *Replica) Table(rule string) *Table { return (*r.tables.Load())[rule] }
 
 // Allow decides a check of hits on key under rule at moment now (Unix
 // nanoseconds) and records the hits if admitted. It never waits on peers.
+// Its decisions are not counted in the table's Tally: its callers (a
+// strict rule's fail mode, the strict log's state machine, a simulator)
+// count theirs as they need.
 func (r *Replica) Allow(now int64, rule, key string, hits int64) (window.Decision, error) {
 	t := (*r.tables.Load())[rule]
 	if t == nil {
@@ -223,6 +226,10 @@ func (r *Replica) SetRules(rules []window.Rule, now int64) error {
 			t = newTable(rule, r.reg, r.rtt, r.selfID)
 			t.live.Store(r.live)
 			t.aliveBy.Store(r.alive)
+			if ot != nil {
+				// The counts start afresh, the decisions counted go on.
+				t.tallied = ot.Tally()
+			}
 		}
 		if ot != nil && (ot.rule.Allocation != rule.Allocation || ot.rule.IsStrict() != rule.IsStrict()) {
 			// The rule now syncs another way: every peer gets all of this

@@ -70,6 +70,21 @@ func (rt *roundTrips) of(peer uint32) int64 {
 	return rt.est[peer]
 }
 
+// RoundTrip returns the round trip to peer as this node measures it: from
+// the moment a report to the peer, as the owner of the report's keys, is
+// sent to the moment its answer arrives, smoothed over the last several
+// (each answer weighs an eighth). It reports false while none has been
+// measured: until this node has asked the peer as an owner, or under
+// allocations that ask no owner.
+func (r *Replica) RoundTrip(peer Incarnation) (time.Duration, bool) {
+	id, ok := r.reg.lookup(peer)
+	if !ok {
+		return 0, false
+	}
+	est := r.rtt.of(id)
+	return time.Duration(est), est > 0
+}
+
 // forget drops what is known of peer.
 func (rt *roundTrips) forget(peer uint32) {
 	rt.mu.Lock()

@@ -48,6 +48,9 @@ type Table struct {
 	// rule with the same window shares them, so a check that still holds
 	// the old table counts in the same place.
 	shards *[shardCount]shard
+	// tallied is what the tables this one replaced for a changed window
+	// had tallied, which its own shards do not hold.
+	tallied Tally
 }
 
 type shard struct {
@@ -56,7 +59,71 @@ type shard struct {
 	keys  keyIndex
 	slots []slot
 	free  []int32
+	// tally counts the shard's tallied decisions by outcome (see Tally):
+	// plain integers on the cache line of the lock the decision already
+	// holds, so that counting costs a check an add, not a shared atomic.
+	tally [outcomes]uint64
 	_     [64]byte // keeps neighbouring shards' locks off one cache line
+}
+
+// Tally counts the decisions a table made through Replica.Decide,
+// DecideAgain and Settle for checks that brought no ticket: a node's
+// plain checks on the rule's local path, the one a node makes most, which
+// it can count this way for the price of an add under the lock the
+// decision holds. Its callers count the other checks themselves: those
+// that bring a ticket (a reservation, a part of a larger check) and those
+// of Allow and Reserve. A check left undecided for a key's owner is
+// counted once, when settled.
+type Tally struct {
+	// Admitted and Refused are the checks admitted and refused;
+	// ShadowRefused the refusals of a rule in shadow mode
+	// (window.Rule.Shadow), whose callers are admitted all the same.
+	Admitted, Refused, ShadowRefused uint64
+}
+
+// Outcomes of a decision, as a shard tallies them.
+const (
+	outAdmitted = iota
+	outRefused
+	outShadowRefused
+	outcomes
+)
+
+// add returns the sum of two tallies.
+func (a Tally) add(b Tally) Tally {
+	return Tally{Admitted: a.Admitted + b.Admitted, Refused: a.Refused + b.Refused,
+		ShadowRefused: a.ShadowRefused + b.ShadowRefused}
+}
+
+// Tally returns the decisions the table has tallied, those of the tables
+// it replaced for the same rule included, so that the figures only grow
+// across reloads. A replaced table's checks still in flight when its
+// successor was made are not carried over: a reload that changes a
+// rule's window may lose a few.
+func (t *Table) Tally() Tally {
+	out := t.tallied
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		out = out.add(Tally{Admitted: sh.tally[outAdmitted], Refused: sh.tally[outRefused],
+			ShadowRefused: sh.tally[outShadowRefused]})
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+// count tallies a decision that admitted or not; the caller holds sh.mu.
+// It takes the verdict alone, not the decision: a decision whose address
+// is taken is copied out of registers onto the stack.
+func (t *Table) count(sh *shard, admitted bool) {
+	switch {
+	case admitted:
+		sh.tally[outAdmitted]++
+	case t.rule.Shadow:
+		sh.tally[outShadowRefused]++
+	default:
+		sh.tally[outRefused]++
+	}
 }
 
 // hashAt is the hash of the key in the slot at position i.
@@ -77,7 +144,8 @@ func newTable(rule window.Rule, reg *registry, rtt *roundTrips, self uint32) *Ta
 // type, holding old's keys and counts: own, peers' and their versions carry
 // over; allocation state starts afresh, as the policy or budget may differ.
 func (old *Table) successor(rule window.Rule) *Table {
-	t := &Table{rule: rule, reg: old.reg, rtt: old.rtt, self: old.self, seed: old.seed, shards: old.shards}
+	t := &Table{rule: rule, reg: old.reg, rtt: old.rtt, self: old.self, seed: old.seed, shards: old.shards,
+		tallied: old.tallied}
 	t.policy = policyFor(rule.Allocation)
 	t.epoch.Store(old.epoch.Load())
 	t.live.Store(old.live.Load())
@@ -161,7 +229,8 @@ func (sh *shard) lookup(key string, h uint64, idx int64, create bool) *slot {
 // Allow decides whether hits for key fit at moment now and records them if
 // they do. hits must be in [0, Count]; the Replica checks that.
 func (t *Table) Allow(key string, now, hits int64) window.Decision {
-	d, _ := t.try(key, now, hits, askNever, nil)
+	var tk Ticket // a ticket, so that the decision is not tallied
+	d, _ := t.try(key, now, hits, askNever, &tk)
 	return d
 }
 
@@ -189,7 +258,8 @@ const (
 
 // try decides whether hits for key fit at moment now, as how says, and
 // records them if they do, setting a non-nil tk to where; ask reports a
-// check left undecided for the owner.
+// check left undecided for the owner. A decision for a check that brings
+// no ticket is counted in the shard's tally (Allow brings one of its own).
 func (t *Table) try(key string, now, hits int64, how asking, tk *Ticket) (d window.Decision, ask bool) {
 	idx, elapsed := window.Position(now, t.rule.Window)
 	live := t.live.Load()
@@ -199,8 +269,12 @@ func (t *Table) try(key string, now, hits int64, how asking, tk *Ticket) (d wind
 	if s == nil {
 		// The shard is full (a billion keys): decided as a key seen for the
 		// first time, and not remembered.
+		d = t.rule.DecideAt(window.Counts{}, elapsed, hits)
+		if tk == nil {
+			t.count(sh, d.Allowed)
+		}
 		sh.mu.Unlock()
-		return t.rule.DecideAt(window.Counts{}, elapsed, hits), false
+		return d, false
 	}
 	s.roll(idx, t.rule.Window, t.opening())
 	owned := t.owns()
@@ -212,8 +286,14 @@ func (t *Table) try(key string, now, hits int64, how asking, tk *Ticket) (d wind
 		if tk != nil && d.Allowed && hits > 0 && !ask {
 			*tk = t.ticket(s, idx, hits, nil)
 		}
+		if tk == nil && !ask {
+			t.count(sh, d.Allowed)
+		}
 	} else {
 		d = t.decide(s, now, idx, elapsed, hits, live, tk)
+		if tk == nil {
+			t.count(sh, d.Allowed)
+		}
 	}
 	sh.mu.Unlock()
 	return d, ask

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -140,8 +141,13 @@ func (g *strictGroup) commit(batch []*strictPending) {
 		failAll(batch, err)
 		return
 	}
+	start := time.Now()
 	f := g.raft.Apply(data, 0)
-	if err := g.awaitApply(f); err != nil {
+	err = g.awaitApply(f)
+	if err == nil {
+		g.e.c.StrictApply.Observe(int64(time.Since(start)))
+	}
+	if err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 			failAll(batch, errNoLeader) // refused before it was appended

@@ -31,7 +31,9 @@ func (g *strictGroup) forward(ctx context.Context, batch []*strictPending) {
 		failAll(batch, errNoLeader)
 		return
 	}
-	ds, err := g.forwardTo(ctx, p, checksOf(batch))
+	checks := checksOf(batch)
+	g.e.c.StrictForwarded.Add(int64(len(checks)))
+	ds, err := g.forwardTo(ctx, p, checks)
 	if err != nil {
 		failAll(batch, err)
 		return

@@ -231,7 +231,7 @@ func (g *strictGroup) openRaft(recoverTo *raft.Configuration) error {
 		return fmt.Errorf("sluice: strict raft: %w", err)
 	}
 	g.fsm, g.raft = fsm, r
-	g.watch = watchRaft(r, g.changes)
+	g.watch = watchRaft(r, g.changes, &g.e.c.StrictLeaderChanges)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package strict
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -46,8 +47,12 @@ type raftWatch struct {
 }
 
 // watchRaft registers an observer of r's leader, state and peer changes
-// and notifies c of each until stop.
-func watchRaft(r *raft.Raft, c *changes) *raftWatch {
+// and notifies c of each until stop. It counts in elected each leader it
+// sees: one other than the last it saw, or one after a spell without. An
+// observation Raft drops stands in the one already waiting, which reads
+// the leader afresh, so two elections quicker than the watch may count as
+// one.
+func watchRaft(r *raft.Raft, c *changes, elected *atomic.Int64) *raftWatch {
 	// One slot, and Raft never blocks on it: Raft drops an observation it
 	// cannot hand over, and the one already waiting stands for it, for
 	// every waiter reads the state itself rather than the observation.
@@ -63,9 +68,19 @@ func watchRaft(r *raft.Raft, c *changes) *raftWatch {
 	r.RegisterObserver(w.obs)
 	go func() {
 		defer close(w.stopped)
+		var last raft.ServerID
+		seen := func() {
+			_, id := r.LeaderWithID()
+			if id != last && id != "" {
+				elected.Add(1)
+			}
+			last = id
+		}
+		seen()
 		for {
 			select {
 			case <-ch:
+				seen()
 				c.notify()
 			case <-w.stopCh:
 				return

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -19,11 +18,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/cluster/configfile"
 	"github.com/sluicehq/sluice/cluster/envoyrls"
+	"github.com/sluicehq/sluice/cluster/prom"
 	"github.com/sluicehq/sluice/cluster/strict"
 	"github.com/sluicehq/sluice/window"
 )
@@ -64,9 +67,11 @@ domain per file; the agent then also serves Envoy's rate limit service
 become rules beside those of --config. examples/envoy/README.md shows the
 fields and the Envoy side.
 
-With --http-addr the node also serves /metrics (Prometheus), /healthz and
-/debug/pprof/ over HTTP; pprof exposes the process, so keep that address
-private.
+With --http-addr the node also serves /metrics (Prometheus: per-rule
+decisions and latency, sync traffic per peer, members by state, and the
+Go runtime's and the process's metrics), /healthz (200 while running),
+/readyz (200 once the node holds the fleet's state) and /debug/pprof/
+over HTTP; pprof exposes the process, so keep that address private.
 
 Exit status: 2 if the config is invalid or the node cannot start.
 
@@ -92,6 +97,9 @@ type agentOptions struct {
 	envoy      *envoyrls.Limits
 	// envoyHeaders is --envoy-response-headers.
 	envoyHeaders bool
+	// joinTimeout bounds the node's join and state pull at start; zero
+	// is the node's default. Tests set it.
+	joinTimeout time.Duration
 }
 
 // runAgent runs `sluice agent`.
@@ -196,7 +204,7 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentOptions, er
 	var envoyPaths fileList
 	fs.Var(&envoyPaths, "envoy-config", "serve Envoy's rate limit service with the limits of this envoyproxy/ratelimit config `FILE`, one domain per file; repeatable")
 	envoyHeaders := fs.Bool("envoy-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to Envoy responses, as envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED")
-	httpAddr := fs.String("http-addr", "", "serve /metrics, /healthz and /debug/pprof/ on `HOST:PORT`; port 0 picks a free port (default: no HTTP)")
+	httpAddr := fs.String("http-addr", "", "serve /metrics, /healthz, /readyz and /debug/pprof/ on `HOST:PORT`; port 0 picks a free port (default: no HTTP)")
 	dataDir := fs.String("data-dir", "", "keep state in this `DIR` across restarts (default: in memory)")
 	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "on stop, wait this long for in-flight calls; 0 cuts them at once")
 	var level slog.Level
@@ -399,6 +407,7 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 	cfg.ShutdownTimeout = shutdown
 	cfg.Logger = logger
 	cfg.Now = opts.now
+	cfg.JoinTimeout = opts.joinTimeout
 	// The agent serves whatever rules its file holds, strict ones too.
 	cfg.Strict = strict.Mode{}
 	a := &agent{shutdownTimeout: shutdown, envoyPaths: opts.envoyPaths}
@@ -439,7 +448,7 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 
 	if a.httpLis != nil {
 		a.http = &http.Server{
-			Handler:           operatorHandler(node, a.rls),
+			Handler:           operatorHandler(node, a.rls, logger),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(logger.With("server", "http").Handler(), slog.LevelWarn),
@@ -505,34 +514,36 @@ func (a *agent) Stop() error {
 	return a.stopErr
 }
 
-// operatorHandler is the node's /metrics and /healthz with the pprof
-// profiles beside them under /debug/pprof/; with rls, /metrics adds the
-// Envoy service's counters.
-func operatorHandler(node *cluster.Node, rls *envoyrls.Server) http.Handler {
+// operatorHandler is the node's /healthz and /readyz, /metrics from a
+// registry of the agent's own (with rls, the Envoy service's counters too),
+// and the pprof profiles under /debug/pprof/.
+func operatorHandler(node *cluster.Node, rls *envoyrls.Server, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", node.HTTPHandler())
-	if rls != nil {
-		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-			var buf bytes.Buffer
-			err := node.Metrics().WritePrometheus(&buf)
-			if err == nil {
-				err = rls.WritePrometheus(&buf)
-			}
-			if err != nil {
-				http.Error(w, "writing metrics: "+err.Error(), http.StatusInternalServerError)
-				return
-			}
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-			w.Header().Set("Cache-Control", "no-store")
-			_, _ = buf.WriteTo(w)
-		})
-	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metricsRegistry(node, rls), promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(log.With("server", "metrics").Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError, // a series that fails leaves the others served
+	}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// metricsRegistry is what the agent's /metrics serves: the node's
+// metrics, the Envoy service's when rls is not nil, and the Go runtime's and
+// the process's (memory, GC, goroutines, CPU, open files) that operators
+// expect of a daemon. It is a registry of its own, not the global one.
+func metricsRegistry(node *cluster.Node, rls *envoyrls.Server) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prom.NewCollector(node), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if rls != nil {
+		reg.MustRegister(newEnvoyCollector(rls))
+	}
+	return reg
 }
 
 // reload re-reads the rules of the config file and of the --envoy-config
@@ -549,10 +560,12 @@ func (a *agent) reload(ctx context.Context, path string, log *slog.Logger) {
 	if !builtin {
 		file, err := configfile.Load(path)
 		if err != nil {
+			a.node.ReloadFailed()
 			log.Error("SIGHUP: config not reloaded", "err", err)
 			return
 		}
 		if rules, err = file.NodeRules(); err != nil {
+			a.node.ReloadFailed()
 			log.Error("SIGHUP: config not reloaded", "err", err)
 			return
 		}
@@ -564,6 +577,7 @@ func (a *agent) reload(ctx context.Context, path string, log *slog.Logger) {
 			rules, err = limits.AddTo(rules, path)
 		}
 		if err != nil {
+			a.node.ReloadFailed()
 			log.Error("SIGHUP: config not reloaded", "err", err)
 			return
 		}

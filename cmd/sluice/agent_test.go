@@ -316,17 +316,101 @@ func TestAgentCluster(t *testing.T) {
 		name := a.node.Name()
 		waitUntil(t, patience, name+"'s /metrics shows 3 members", func() (bool, string) {
 			status, body, err := httpGet(t, "http://"+a.HTTPAddr()+"/metrics")
-			return err == nil && status == 200 && strings.Contains(body, "\nsluice_members 3\n"),
+			return err == nil && status == 200 && strings.Contains(body, "\n"+`sluice_members{state="alive"} 3`+"\n"),
 				fmt.Sprintf("%d %v\n%s", status, err, body)
 		})
-		if status, body, err := httpGet(t, "http://"+a.HTTPAddr()+"/healthz"); err != nil || status != 200 || body != "ok\n" {
-			t.Errorf("%s /healthz: %d %q %v, want 200 \"ok\\n\"", name, status, body, err)
+		for _, path := range []string{"/healthz", "/readyz"} {
+			want := map[string]string{"/healthz": "ok\n", "/readyz": "ready\n"}[path]
+			if status, body, err := httpGet(t, "http://"+a.HTTPAddr()+path); err != nil || status != 200 || body != want {
+				t.Errorf("%s %s: %d %q %v, want 200 %q", name, path, status, body, err, want)
+			}
 		}
 		code, out, errOut := runCmd(ctx, "check", "--addr", a.GRPCAddr(), "--rule", "api", "--key", "k", "--hits", "0")
 		if code != 0 || !strings.HasPrefix(out, "allowed  limit=100") {
 			t.Errorf("%s check: exit %d, stdout %q, stderr %q", name, code, out, errOut)
 		}
+		// The check counts in the node's metrics, beside the Go runtime's
+		// and the process's, and the node's traffic with each peer.
+		status, body, err := httpGet(t, "http://"+a.HTTPAddr()+"/metrics")
+		if err != nil || status != 200 {
+			t.Fatalf("%s /metrics: %d %v", name, status, err)
+		}
+		wants := []string{
+			"\n" + `sluice_decisions_total{path="local",result="allowed",rule="api"} 1` + "\n",
+			"\n" + `sluice_members{state="suspect"} 0` + "\n",
+			"\n" + `sluice_keys{rule="api"} 1` + "\n",
+			"\nsluice_ready 1\n",
+			"\n# TYPE sluice_decision_duration_seconds histogram\n",
+			"\n# TYPE go_goroutines gauge\n",
+			"\n# TYPE process_resident_memory_bytes gauge\n",
+		}
+		for _, o := range agents {
+			if o != a {
+				wants = append(wants, fmt.Sprintf("\nsluice_peer_sync_messages_sent_total{peer=%q} ", o.node.Name()))
+			}
+		}
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s /metrics lacks %q", name, want)
+			}
+		}
 	}
+}
+
+// TestAgentReadyz starts an agent whose seed does not answer: it serves,
+// but /readyz says it is not ready until it has pulled the fleet's state
+// from a peer, which it does once one joins it.
+func TestAgentReadyz(t *testing.T) {
+	path := writeFile(t, "cluster.yaml", agentClusterConfig)
+	common := []string{"--config", path, "--grpc-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
+		"--http-addr", "127.0.0.1:0", "--shutdown-timeout", "2s"}
+	var stderr lockedBuffer
+	opts, err := parseAgentFlags(append(common, "--name", "node-a", "--join", deadAddr(t)), io.Discard, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.joinTimeout = 200 * time.Millisecond
+	lone, err := startAgent(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("startAgent: %v\n%s", err, stderr.String())
+	}
+	t.Cleanup(func() { lone.Stop() })
+	readyz := "http://" + lone.HTTPAddr() + "/readyz"
+	status, body, err := httpGet(t, readyz)
+	if err != nil || status != 503 || !strings.HasPrefix(body, "not ready: ") || strings.Count(body, "\n") != 1 {
+		t.Fatalf("/readyz before a peer: %d %q %v, want 503 and one line of why", status, body, err)
+	}
+	if status, body, err := httpGet(t, "http://"+lone.HTTPAddr()+"/healthz"); err != nil || status != 200 || body != "ok\n" {
+		t.Errorf("/healthz before a peer: %d %q %v, want 200 \"ok\\n\"", status, body, err)
+	}
+	if status, body, _ := httpGet(t, "http://"+lone.HTTPAddr()+"/metrics"); status != 200 || !strings.Contains(body, "\nsluice_ready 0\n") {
+		t.Errorf("/metrics before a peer: %d, want 200 with sluice_ready 0:\n%s", status, body)
+	}
+
+	peer := startTestAgentArgs(t, nil, append(common, "--name", "node-b", "--join", lone.GossipAddr())...)
+	waitUntil(t, patience, "node-a to be ready once node-b joined it", func() (bool, string) {
+		status, body, err := httpGet(t, readyz)
+		return err == nil && status == 200 && body == "ready\n", fmt.Sprintf("%d %q %v", status, body, err)
+	})
+	if status, body, err := httpGet(t, "http://"+peer.HTTPAddr()+"/readyz"); err != nil || status != 200 || body != "ready\n" {
+		t.Errorf("node-b /readyz: %d %q %v, want 200 \"ready\\n\"", status, body, err)
+	}
+	if err := lone.Stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deadAddr returns a loopback address nothing listens on: one a listener
+// had and gave back.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	return addr
 }
 
 func TestAgentStartErrors(t *testing.T) {

@@ -92,7 +92,7 @@ func TestAgentServesEnvoy(t *testing.T) {
 		t.Fatalf("GET /metrics: %d %v", code, err)
 	}
 	for _, want := range []string{`sluice_envoy_requests_total{code="OK"} 2`, `sluice_envoy_requests_total{code="OVER_LIMIT"} 1`,
-		"sluice_members 1"} {
+		`sluice_members{state="alive"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

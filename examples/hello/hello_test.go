@@ -8,8 +8,9 @@ import (
 
 // TestLinksNoRaftNorYAML lists the packages this program links: an
 // embedding with batched rules only must not pay for strict mode's Raft,
-// the agent's config file parser or Envoy's API types, in binary size or
-// start-up.
+// the agent's config file parser, Envoy's API types or a Prometheus client
+// (the node counts its metrics without one; package cluster/prom exports
+// them), in binary size or start-up.
 func TestLinksNoRaftNorYAML(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -30,6 +31,8 @@ func TestLinksNoRaftNorYAML(t *testing.T) {
 			"github.com/sluicehq/sluice/cluster/envoyrls",
 			"github.com/envoyproxy/go-control-plane",
 			"go.yaml.in/yaml",
+			"github.com/sluicehq/sluice/cluster/prom",
+			"github.com/prometheus",
 		} {
 			if dep == banned || strings.HasPrefix(dep, banned+"/") {
 				t.Errorf("hello links %s", dep)

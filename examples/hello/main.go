@@ -1,8 +1,9 @@
 // Command hello is the smallest program that embeds a sluice node: one
 // batched rule, one check, Close. What it links is what every embedding
 // with batched rules links: no Raft (strict mode is package cluster/strict,
-// which only a program that sets Config.Strict imports) and no YAML parser
-// (package cluster/configfile); hello_test.go checks both.
+// which only a program that sets Config.Strict imports), no YAML parser
+// (package cluster/configfile) and no Prometheus client (package
+// cluster/prom); hello_test.go checks all three.
 //
 //	go build -o /tmp/hello ./examples/hello && /tmp/hello
 package main

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/cluster/internal/metric"
 	"github.com/sluicehq/sluice/counter"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/window"
@@ -155,4 +156,12 @@ type Counters struct {
 	// StrictRecoveries are the groups rebuilt from the voters left after a
 	// majority restarted without their logs.
 	StrictRecoveries atomic.Int64
+	// StrictLeaderChanges are the leaders this node saw elected: a leader
+	// other than the last it knew, or one after a spell without.
+	StrictLeaderChanges atomic.Int64
+	// StrictForwarded are the checks this node sent to a leader to decide.
+	StrictForwarded atomic.Int64
+	// StrictApply is how long the log entries this node committed as
+	// leader took from Apply to being applied (nanoseconds).
+	StrictApply metric.Histogram
 }
