@@ -23,12 +23,6 @@ var (
 	// the rule. Set Config.Strict to strict.Mode{} (package cluster/strict).
 	ErrStrictNotEnabled = errors.New("strict mode is not enabled")
 
-	// ErrSeveralStrict: an AllowAll names more than one strict rule. The
-	// strict log decides one check at a time, and what it counted cannot be
-	// given back, so only one strict part can be decided last, once every
-	// other part fits.
-	ErrSeveralStrict = errors.New("sluice: an all-or-nothing check may hold one strict rule at most")
-
 	// ErrUnknownRule: the check names no rule the node has.
 	ErrUnknownRule = counter.ErrUnknownRule
 	// ErrEmptyKey: the check names no key.

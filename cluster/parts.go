@@ -61,8 +61,10 @@ func (n *Node) allowParts(ctx context.Context, x *ruleIndex, rule, key string, h
 	ds, _, err := n.allowAll(ctx, []Check{{Rule: rule, Key: key, Hits: hits}}, nil)
 	if err == nil {
 		*out = ds[0]
-		if sampledCheck(own) {
-			n.latency[window.PathLocal].Observe(n.ownNow() - own)
+		// Timed as a check of one limit on its path is: a local one in 64,
+		// any other every time.
+		if p := out.Path; int(p) < numPaths && (p != window.PathLocal || sampledCheck(own)) {
+			n.latency[p].Observe(n.ownNow() - own)
 		}
 	}
 	return err

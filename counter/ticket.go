@@ -29,6 +29,10 @@ type Ticket struct {
 	// counted in the key's own counts alone.
 	alloc *allocState
 	syncs uint32
+	// strict is whether the rule was strict when the hits were counted: a
+	// reload that turns a rule strict or back hands its counts to or from
+	// a log, and the ticket's hits go with them.
+	strict bool
 }
 
 // Counted reports whether the ticket holds hits to give back.
@@ -37,7 +41,7 @@ func (tk Ticket) Counted() bool { return tk.Hits > 0 }
 // ticket is the ticket for hits counted in slot s of t at window idx; a
 // is the allocation state that counted them too, or nil.
 func (t *Table) ticket(s *slot, idx, hits int64, a *allocState) Ticket {
-	tk := Ticket{Rule: t.rule.Name, Key: s.key, Window: idx, Hits: hits, counts: t.shards, alloc: a}
+	tk := Ticket{Rule: t.rule.Name, Key: s.key, Window: idx, Hits: hits, counts: t.shards, alloc: a, strict: t.rule.IsStrict()}
 	if a != nil {
 		tk.syncs = a.syncs
 	}
@@ -49,9 +53,12 @@ func (t *Table) ticket(s *slot, idx, hits int64, a *allocState) Ticket {
 // that refunding it again gives back nothing (a copy of a ticket must not
 // be refunded twice). A window holds its hits until it ends; on a node
 // alone, a sliding window's hits can also be given back in the window
-// after it, whose estimate they still weigh on. Nothing is given back for
-// a strict rule, whose counts are the log's, nor once a reload changed the
-// rule's window (its counts started afresh) or removed it.
+// after it, whose estimate they still weigh on. Nothing is given back
+// once a reload changed the rule's window (its counts started afresh),
+// turned it strict or back, or removed it. A strict rule's ticket holds hits this replica counted
+// itself: a strict log's state machine, which gives back the admitted
+// parts of a group another part refused, or a node's fail-local answers;
+// a decision of the log on a node carries no ticket.
 //
 // A refund lowers this node's own count, never below zero, so that the
 // window admits again what was given back and never more than its count
@@ -67,7 +74,7 @@ func (r *Replica) Refund(tk *Ticket, now int64) int64 {
 	}
 	t := (*r.tables.Load())[tk.Rule]
 	defer func() { tk.Hits = 0 }()
-	if t == nil || t.shards != tk.counts || t.rule.IsStrict() {
+	if t == nil || t.shards != tk.counts || t.rule.IsStrict() != tk.strict {
 		return 0
 	}
 	return t.refund(tk, now)

@@ -12,7 +12,9 @@ import (
 // TestRefund checks, on a lone node, what a refund gives back and when:
 // within the window the hits were counted in (a fixed window) or the one
 // after it (a sliding window, whose estimate they still weigh on), once,
-// and never for a strict rule, a removed rule or one whose window changed.
+// and never for a removed rule, one whose window changed or one a reload
+// turned strict. A strict rule's hits this replica counted itself (a
+// strict log's state machine, a fail-local answer) are given back.
 func TestRefund(t *testing.T) {
 	fixed := window.Rule{Name: "api", Count: 3, Window: time.Minute, Type: window.Fixed, SyncInterval: 200 * time.Millisecond}
 	sliding := fixed
@@ -44,7 +46,8 @@ func TestRefund(t *testing.T) {
 			SyncInterval: time.Second}}, start + sec, 0, false},
 		{"rule removed", fixed, []window.Rule{{Name: "other", Count: 3, Window: time.Minute}}, start + sec, 0, false},
 		{"turned strict by a reload", fixed, []window.Rule{strict}, start + sec, 0, false},
-		{"strict rule", strict, nil, start + sec, 0, false},
+		{"strict rule", strict, nil, start + sec, 2, true},
+		{"strict rule turned batched by a reload", strict, []window.Rule{fixed}, start + sec, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rp := newTestReplica(t, "a", tc.rule)

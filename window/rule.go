@@ -277,9 +277,6 @@ func (r *Rule) validateFields() error {
 	if r.FailMode > FailClosed {
 		return fieldErr("fail_mode", "must be open, closed or local, got %v", r.FailMode)
 	}
-	if len(r.Also) > 0 && r.IsStrict() {
-		return fieldErr("limits", "must be one limit for a strict rule: the log decides one check at a time and cannot give back what it counted")
-	}
 	if len(r.Also) > MaxLimits-1 {
 		return fieldErr("limits", "must hold at most %d limits, got %d", MaxLimits, len(r.Also)+1)
 	}

@@ -109,8 +109,8 @@ type Rule struct {
 	// "open", "closed" or "local" (the default).
 	FailMode string
 	// Limits are more limits a check must fit as well, all or nothing
-	// (window.Rule.Also): a batched rule of 20 per second may also hold
-	// 1,000 per minute.
+	// (window.Rule.Also): a rule of 20 per second may also hold 1,000 per
+	// minute, batched or strict.
 	Limits []Limit
 	// Shadow (shadow: true) computes, counts and reports the rule's
 	// decisions but admits every caller (window.Rule.Shadow).

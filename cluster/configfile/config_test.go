@@ -179,8 +179,6 @@ func TestParseErrors(t *testing.T) {
 			`bad.yaml:5: rule 1 "api": limits[1] repeats the rule's first window (10s sliding)`, "limits"},
 		{"limit with a rule field", rule("name: api", "count: 10", "time_window: 10", "limits: [{count: 5, time_window: 60, sync_interval: 1}]"),
 			`bad.yaml:5: rule 1 "api": unknown field "sync_interval" (known fields: count, time_window, window_type); sync_interval is a field of the rule, shared by all its limits: write it beside the rule's count`, "sync_interval"},
-		{"strict rule with limits", rule("name: api", "count: 10", "time_window: 10", "sync_interval: -1", "limits: [{count: 50, time_window: 60}]"),
-			`bad.yaml:6: rule 1 "api": limits must be one limit for a strict rule: the log decides one check at a time and cannot give back what it counted`, "limits"},
 		{"shadow not a bool", rule("name: api", "count: 10", "time_window: 10", "shadow: maybe"),
 			"bad.yaml:5: rule 1 \"api\": shadow must be true or false, got !!str `maybe`", "shadow"},
 		{"rule not a mapping", "rules:\n  - 5\n",

@@ -439,7 +439,6 @@ func TestStatusOf(t *testing.T) {
 	}{
 		{cluster.ErrClosed, codes.Unavailable},
 		{cluster.ErrUnknownRule, codes.Unavailable},
-		{cluster.ErrSeveralStrict, codes.FailedPrecondition},
 		{cluster.ErrOutcomeUnknown, codes.Aborted},
 		{context.DeadlineExceeded, codes.DeadlineExceeded},
 		{context.Canceled, codes.Canceled},

@@ -23,8 +23,6 @@ func statusOf(err error) error {
 		// A reload removed the rule between the match and the check; the
 		// next request matches the new limits.
 		code = codes.Unavailable
-	case errors.Is(err, cluster.ErrSeveralStrict):
-		code = codes.FailedPrecondition
 	case errors.Is(err, cluster.ErrOutcomeUnknown):
 		// The strict log may or may not have counted the check.
 		code = codes.Aborted

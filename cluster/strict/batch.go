@@ -115,10 +115,16 @@ func drain(first *strictPending, q chan *strictPending) []*strictPending {
 	return batch
 }
 
-// checksOf lists the checks of a batch, in order.
+// checksOf lists the checks of a batch, in order. A pending's last check
+// is joined to none after it: a run of checks decided all or nothing
+// (with_next) never reaches into another caller's checks, whatever a
+// forwarding node sent.
 func checksOf(batch []*strictPending) []*sluicev1.StrictCheck {
 	var out []*sluicev1.StrictCheck
 	for _, p := range batch {
+		if n := len(p.checks); n > 0 && p.checks[n-1].GetWithNext() {
+			p.checks[n-1].WithNext = false
+		}
 		out = append(out, p.checks...)
 	}
 	return out

@@ -57,16 +57,46 @@ func giveUpAt(ctx context.Context, now time.Time, timeout time.Duration) time.Ti
 // checkAt is check with the log's time of a strict decision, and whether a
 // fail-mode answer came while the check was in flight.
 func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string, hits int64) strictAnswer {
+	a := g.checkAllAt(ctx, []strictPart{{rule: rule, key: key, hits: hits}})
+	out := strictAnswer{at: a.at, err: a.err, sent: a.sent}
+	if a.err == nil {
+		out.d = a.ds[0]
+	}
+	return out
+}
+
+// strictPart is one check of several decided all or nothing.
+type strictPart struct {
+	rule window.Rule
+	key  string
+	hits int64
+}
+
+// groupAnswer is what checkAllAt found for checks decided together: a
+// decision per check, in order, or an error.
+type groupAnswer struct {
+	ds   []window.Decision
+	at   int64
+	err  error
+	sent bool
+}
+
+// checkAllAt decides parts all or nothing, in one run of the log (each
+// check but the last joined to the next) or, when no leader answers in
+// time, by their fail modes.
+func (g *strictGroup) checkAllAt(ctx context.Context, parts []strictPart) groupAnswer {
 	wait, cancel := context.WithDeadline(ctx, giveUpAt(ctx, time.Now(), g.e.set.Timeout))
 	defer cancel()
-	failMode := func(sent bool) strictAnswer {
-		d, err := g.failMode(rule, key, hits)
-		return strictAnswer{d: d, err: err, sent: sent}
+	failMode := func(sent bool) groupAnswer {
+		ds, err := g.failModeAll(parts)
+		return groupAnswer{ds: ds, err: err, sent: sent}
 	}
-	p := &strictPending{
-		checks: []*sluicev1.StrictCheck{{Id: g.e.self.Boot ^ g.nextID.Add(1), Rule: rule.Name, Key: key, Hits: hits}},
-		done:   make(chan strictOutcome, 1),
+	checks := make([]*sluicev1.StrictCheck, len(parts))
+	for i, pt := range parts {
+		checks[i] = &sluicev1.StrictCheck{Id: g.e.self.Boot ^ g.nextID.Add(1), Rule: pt.rule.Name, Key: pt.key,
+			Hits: pt.hits, WithNext: i < len(parts)-1}
 	}
+	p := &strictPending{checks: checks, done: make(chan strictOutcome, 1)}
 	for {
 		changed := g.changes.changed()
 		q := g.fwd
@@ -99,25 +129,32 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 			case out = <-p.done:
 			default:
 				if ctx.Err() != nil {
-					return strictAnswer{err: fmt.Errorf("%w: %w", strictapi.ErrOutcomeUnknown, ctx.Err())}
+					return groupAnswer{err: fmt.Errorf("%w: %w", strictapi.ErrOutcomeUnknown, ctx.Err())}
 				}
 				// The leader has not answered in time: the caller still
 				// gets the fail mode's answer, though the log may count
 				// the check too.
-				g.e.c.StrictInFlightFailovers.Add(1)
+				g.e.c.StrictInFlightFailovers.Add(int64(len(parts)))
 				return failMode(true)
 			}
 		}
 		switch {
 		case out.err == nil:
-			sd := out.ds[0]
-			d, err := fromStrict(sd)
-			if errors.Is(err, counter.ErrUnknownRule) {
-				// The log does not know the rule yet: the leader has not
-				// taken this node's configuration. Answer as without a leader.
-				return failMode(false)
+			a := groupAnswer{ds: make([]window.Decision, len(parts))}
+			for i, sd := range out.ds {
+				d, err := fromStrict(sd)
+				if errors.Is(err, counter.ErrUnknownRule) {
+					// The log does not know the rule yet: the leader has
+					// not taken this node's configuration. Answer as
+					// without a leader.
+					return failMode(false)
+				}
+				if err != nil {
+					return groupAnswer{err: err}
+				}
+				a.ds[i], a.at = d, sd.GetDecidedAt()
 			}
-			return strictAnswer{d: d, at: sd.GetDecidedAt(), err: err}
+			return a
 		case errors.Is(out.err, errNoLeader):
 			// Nothing was appended: try again when leadership changes or
 			// after the retry pause (the leader Raft names may be one that
@@ -130,7 +167,7 @@ func (g *strictGroup) checkAt(ctx context.Context, rule window.Rule, key string,
 			p.state.Store(pendingQueued)
 			continue
 		}
-		return strictAnswer{err: out.err}
+		return groupAnswer{err: out.err}
 	}
 }
 
@@ -150,21 +187,67 @@ func fromStrict(d *sluicev1.StrictDecision) (window.Decision, error) {
 
 // failMode answers a check no leader could decide in time.
 func (g *strictGroup) failMode(rule window.Rule, key string, hits int64) (window.Decision, error) {
-	g.e.c.StrictFailovers.Add(1)
-	switch rule.FailMode {
-	case window.FailOpen:
-		return window.Decision{Allowed: true, Limit: rule.Count, Remaining: rule.Count, Path: window.PathFailOpen, At: g.e.h.Now()}, nil
-	case window.FailClosed:
-		return window.Decision{Limit: rule.Count, RetryAfter: g.e.set.Timeout, Path: window.PathFailClosed, At: g.e.h.Now()}, nil
+	ds, err := g.failModeAll([]strictPart{{rule: rule, key: key, hits: hits}})
+	if err != nil {
+		return window.Decision{}, err
 	}
-	// From the node's own view, not from zero: it holds what this node and
-	// the peers it reaches admitted outside the log, and the counts the
-	// rule had when it turned strict.
-	d, err := g.e.replica.Allow(g.e.h.Now(), rule.Name, key, hits)
-	if d.Allowed && hits > 0 {
-		g.e.h.MarkChanged()
-		g.outside.Store(true)
+	return ds[0], nil
+}
+
+// failModeAll answers, all or nothing, checks no leader could decide in
+// time, each by its rule's fail mode: fail_mode open admits, closed
+// refuses, local decides from the node's own view. Once one is refused,
+// the local checks admitted before it give their hits back and those after
+// it are decided for 0 hits, as the log does with a run.
+func (g *strictGroup) failModeAll(parts []strictPart) ([]window.Decision, error) {
+	g.e.c.StrictFailovers.Add(int64(len(parts)))
+	now := g.e.h.Now()
+	ds := make([]window.Decision, len(parts))
+	tks := make([]counter.Ticket, len(parts))
+	refused := false
+	for i, pt := range parts {
+		switch pt.rule.FailMode {
+		case window.FailOpen:
+			ds[i] = window.Decision{Allowed: true, Limit: pt.rule.Count, Remaining: pt.rule.Count, Path: window.PathFailOpen, At: now}
+		case window.FailClosed:
+			ds[i] = window.Decision{Limit: pt.rule.Count, RetryAfter: g.e.set.Timeout, Path: window.PathFailClosed, At: now}
+		default:
+			// From the node's own view, not from zero: it holds what this
+			// node and the peers it reaches admitted outside the log, and
+			// the counts the rule had when it turned strict.
+			hits := pt.hits
+			if refused {
+				hits = 0
+			}
+			d, tk, err := g.e.replica.Reserve(now, pt.rule.Name, pt.key, hits)
+			if err != nil {
+				g.giveBack(ds, tks, now)
+				return nil, err
+			}
+			d.Path = window.PathFailLocal
+			ds[i], tks[i] = d, tk
+		}
+		refused = refused || (!ds[i].Allowed && !pt.rule.Shadow) // a shadow refusal admits
 	}
-	d.Path = window.PathFailLocal
-	return d, err
+	if refused {
+		g.giveBack(ds, tks, now)
+		return ds, nil
+	}
+	for i := range tks {
+		if tks[i].Counted() {
+			g.e.h.MarkChanged()
+			g.outside.Store(true)
+			break
+		}
+	}
+	return ds, nil
+}
+
+// giveBack refunds the hits tks counted, at now, into ds's Remaining.
+func (g *strictGroup) giveBack(ds []window.Decision, tks []counter.Ticket, now int64) {
+	for i := range tks {
+		if tks[i].Counted() {
+			ds[i].Remaining = min(ds[i].Remaining+g.e.replica.Refund(&tks[i], now), ds[i].Limit)
+		}
+	}
 }

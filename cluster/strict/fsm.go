@@ -85,16 +85,73 @@ func (f *strictFSM) decide(b *sluicev1.StrictBatch) []*sluicev1.StrictDecision {
 		f.replica.Tick(f.now) // expires old windows, on the log's time
 	}
 	f.reconfigure(b)
-	out := make([]*sluicev1.StrictDecision, len(b.GetChecks()))
-	for i, c := range b.GetChecks() {
+	checks := b.GetChecks()
+	out := make([]*sluicev1.StrictDecision, len(checks))
+	for i := 0; i < len(checks); {
+		end := i + 1
+		for end < len(checks) && checks[end-1].GetWithNext() {
+			end++
+		}
+		if end-i > 1 {
+			f.decideRun(checks[i:end], out[i:end])
+			i = end
+			continue
+		}
+		c := checks[i]
 		d, err := f.replica.Allow(f.now, c.GetRule(), c.GetKey(), c.GetHits())
 		if err == nil && !d.Allowed && f.overAdmit > 0 {
 			f.overAdmit -= max(c.GetHits(), 1)
 			d.Allowed = true
 		}
 		out[i] = strictDecision(c.GetId(), d, f.now, err)
+		i = end
 	}
 	return out
+}
+
+// decideRun decides checks joined by with_next all or nothing, into out:
+// each in order until one is refused, whose decision stands; then the
+// hits of those admitted before it are given back, and those after it are
+// decided for 0 hits, counting nothing, so that each still says what is
+// left. A check that fails (a rule the log does not know yet) fails the
+// run: every check answers its error and nothing stays counted. A check
+// refused under a rule in shadow mode refuses no other, for its caller is
+// admitted. Runs with f.mu held.
+func (f *strictFSM) decideRun(checks []*sluicev1.StrictCheck, out []*sluicev1.StrictDecision) {
+	ds := make([]window.Decision, len(checks))
+	tks := make([]counter.Ticket, len(checks))
+	giveBack := func() {
+		for i := range tks {
+			if tks[i].Counted() {
+				ds[i].Remaining = min(ds[i].Remaining+f.replica.Refund(&tks[i], f.now), ds[i].Limit)
+			}
+		}
+	}
+	refused := false
+	for i, c := range checks {
+		hits := c.GetHits()
+		if refused {
+			hits = 0
+		}
+		d, tk, err := f.replica.Reserve(f.now, c.GetRule(), c.GetKey(), hits)
+		if err != nil {
+			giveBack()
+			for j, c := range checks {
+				out[j] = strictDecision(c.GetId(), window.Decision{}, f.now, err)
+			}
+			return
+		}
+		ds[i], tks[i] = d, tk
+		// A refusal under a rule in shadow mode admits its caller: it
+		// refuses no other check of the run.
+		refused = refused || (!d.Allowed && !f.replica.Table(c.GetRule()).Rule().Shadow)
+	}
+	if refused {
+		giveBack()
+	}
+	for i, c := range checks {
+		out[i] = strictDecision(c.GetId(), ds[i], f.now, nil)
+	}
 }
 
 // reconfigure applies an entry's rule change and seed counts. Both are

@@ -39,6 +39,16 @@ func strictBatchSeeds(tb testing.TB) [][]byte {
 			{Id: 7, Rule: rules[0].Name, Key: "k", Hits: math.MaxInt64},
 			{Id: 8, Rule: "unknown", Key: "k", Hits: 1},
 		}},
+		// Runs decided all or nothing: one failing on a rule the log does
+		// not know, one refused by its second check, and a last check
+		// joined to nothing after it.
+		{Now: 3e9, Checks: []*sluicev1.StrictCheck{
+			{Id: 10, Rule: rules[0].Name, Key: "r", Hits: 1, WithNext: true},
+			{Id: 11, Rule: "unknown", Key: "r", Hits: 1},
+			{Id: 12, Rule: rules[0].Name, Key: "r", Hits: 1, WithNext: true},
+			{Id: 13, Rule: rules[1].Name, Key: "k1", Hits: 50, WithNext: true},
+			{Id: 14, Rule: rules[1].Name, Key: "r", Hits: 1, WithNext: true},
+		}},
 		{Now: math.MaxInt64, Rules: wire.EncodeRules(rules[:1]), Checks: []*sluicev1.StrictCheck{{Id: 9, Rule: rules[0].Name, Key: "k", Hits: 1}}},
 		{Now: math.MinInt64, Rules: &sluicev1.RuleSet{}, Seed: &sluicev1.Delta{}},
 		{Now: 5e9, Rules: &sluicev1.RuleSet{Rules: []*sluicev1.RuleSpec{

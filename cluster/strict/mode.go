@@ -151,6 +151,30 @@ func (e *engine) Allow(ctx context.Context, rule, key string, hits int64) (windo
 	return d, true, err
 }
 
+// AllowAll decides checks on strict rules all or nothing.
+func (e *engine) AllowAll(ctx context.Context, checks []strictapi.Check) ([]window.Decision, bool, error) {
+	g := e.group.Load()
+	if g == nil {
+		return nil, false, nil
+	}
+	rules := *g.rules.Load()
+	parts := make([]strictPart, len(checks))
+	for i, c := range checks {
+		r, ok := rules[c.Rule]
+		if !ok {
+			return nil, false, nil
+		}
+		parts[i] = strictPart{rule: r, key: c.Key, hits: c.Hits}
+	}
+	for _, c := range checks {
+		if err := e.replica.Check(c.Rule, c.Key, c.Hits); err != nil {
+			return nil, true, err
+		}
+	}
+	a := g.checkAllAt(ctx, parts)
+	return a.ds, true, a.err
+}
+
 // SyncRules, while this node leads, writes its strict rules into the log.
 func (e *engine) SyncRules(ctx context.Context) {
 	if g := e.group.Load(); g != nil && g.raft.State() == raft.Leader {

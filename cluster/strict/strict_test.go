@@ -82,3 +82,58 @@ func TestStrictClusterIsExact(t *testing.T) {
 		t.Fatalf("admitted %d of 600 across 3 nodes, want exactly the count 300", got)
 	}
 }
+
+// TestStrictClusterSeveralLimitsIsExact checks a strict rule of two limits
+// decided from every node of a 3-node group at once, most checks forwarded
+// by followers: the lesser limit is met exactly, and the other limit,
+// which admitted every check the lesser refused before the log gave those
+// hits back, holds only the admitted ones.
+func TestStrictClusterSeveralLimitsIsExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 3-node cluster")
+	}
+	rule := window.Rule{Name: "pay", Count: 30, Window: time.Hour, Type: window.Sliding, SyncInterval: window.Strict,
+		Also: []window.Limit{{Count: 25, Window: 2 * time.Hour, Type: window.Fixed}}}
+	cl := startStrictCluster(t, 3, []window.Rule{rule}, sharedClock(2*time.Hour), patientStrict)
+	waitStrictGroup(t, cl, patience)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for _, nd := range cl {
+		for range 4 {
+			wg.Go(func() {
+				for range 20 {
+					d, err := nd.Allow(context.Background(), "pay", "acct:1", 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Path != window.PathStrict {
+						t.Errorf("decided on path %v, not by the log", d.Path)
+						return
+					}
+					if d.Allowed {
+						admitted.Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 25 {
+		t.Fatalf("admitted %d of 240 across 3 nodes, want exactly the lesser count 25", got)
+	}
+	// The log's own counts, on every node once it applied the last check:
+	// counts only grow, so a refused check that consumed a limit shows
+	// above the 25 admitted.
+	for _, part := range []string{"pay", "pay" + window.PartSep + "2"} {
+		for _, nd := range cl {
+			waitFor(t, patience, nd.Name()+" applying the last check", func() bool {
+				c, _ := nd.strictCounts(part, "acct:1")
+				return c.Curr >= 25
+			})
+			if c, _ := nd.strictCounts(part, "acct:1"); c.Curr != 25 {
+				t.Errorf("%s: limit %s holds %d, want the 25 admitted: a refused check consumed it", nd.Name(), part, c.Curr)
+			}
+		}
+	}
+}

@@ -125,6 +125,10 @@ type Engine interface {
 	// Allow decides a check on a strict rule; strict is false, and nothing
 	// is decided, when rule is not one of them.
 	Allow(ctx context.Context, rule, key string, hits int64) (d window.Decision, strict bool, err error)
+	// AllowAll decides checks on strict rules all or nothing, in one run
+	// of the log: a decision per check, in order. strict is false, and
+	// nothing is decided, when a rule is not one of them.
+	AllowAll(ctx context.Context, checks []Check) (ds []window.Decision, strict bool, err error)
 	// SyncRules, on the leader, brings the log's rules in line with the
 	// node's at once.
 	SyncRules(ctx context.Context)
@@ -141,6 +145,12 @@ type Engine interface {
 	Stop()
 	// Close releases the transport and stores; Stop has run.
 	Close()
+}
+
+// Check is one of the checks Engine.AllowAll decides together.
+type Check struct {
+	Rule, Key string
+	Hits      int64
 }
 
 // Counters are strict mode's metrics. The node keeps them among its own,

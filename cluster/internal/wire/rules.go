@@ -15,7 +15,7 @@ func EncodeRules(rules []window.Rule) *sluicev1.RuleSet {
 	for i, r := range rules {
 		out.Rules[i] = &sluicev1.RuleSpec{Name: r.Name, Count: r.Count, WindowNs: int64(r.Window),
 			Type: uint32(r.Type), SyncIntervalNs: int64(r.SyncInterval),
-			Allocation: AllocationNumber(r.Allocation), FailMode: uint32(r.FailMode)}
+			Allocation: AllocationNumber(r.Allocation), FailMode: uint32(r.FailMode), Shadow: r.Shadow}
 	}
 	return out
 }
@@ -33,8 +33,10 @@ func DecodeRules(m *sluicev1.RuleSet) ([]window.Rule, error) {
 		}
 		r := window.Rule{Name: s.GetName(), Count: s.GetCount(), Window: time.Duration(s.GetWindowNs()),
 			Type: window.Type(s.GetType()), SyncInterval: time.Duration(s.GetSyncIntervalNs()),
-			Allocation: alloc, FailMode: window.FailMode(s.GetFailMode())}
-		if err := r.Validate(); err != nil {
+			Allocation: alloc, FailMode: window.FailMode(s.GetFailMode()), Shadow: s.GetShadow()}
+		// A rule of the log may be a part of one with several limits
+		// (window.Rule.Parts), named after it.
+		if err := r.ValidatePart(); err != nil {
 			return nil, fmt.Errorf("rule %d (%q): %w", i+1, s.GetName(), err)
 		}
 		out[i] = r

@@ -100,10 +100,15 @@ func (StrictErrorCode) EnumDescriptor() ([]byte, []int) {
 type StrictCheck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id is unique per check, chosen by the node that received it.
-	Id            uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Rule          string `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
-	Key           string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
-	Hits          int64  `protobuf:"varint,4,opt,name=hits,proto3" json:"hits,omitempty"`
+	Id   uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Rule string `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	Key  string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	Hits int64  `protobuf:"varint,4,opt,name=hits,proto3" json:"hits,omitempty"`
+	// with_next joins this check to the one after it in the entry: the
+	// checks of a run joined so are decided all or nothing (a rule with
+	// several limits, or several rules in one request), admitted together or
+	// none counted. A run never spans two forwarded batches.
+	WithNext      bool `protobuf:"varint,5,opt,name=with_next,json=withNext,proto3" json:"with_next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -164,6 +169,13 @@ func (x *StrictCheck) GetHits() int64 {
 		return x.Hits
 	}
 	return 0
+}
+
+func (x *StrictCheck) GetWithNext() bool {
+	if x != nil {
+		return x.WithNext
+	}
+	return false
 }
 
 // StrictBatch is one Raft log entry: checks the leader gathered while the
@@ -301,7 +313,10 @@ type RuleSpec struct {
 	// allocation: 0 adaptive, 1 classic, 2 owner.
 	Allocation uint32 `protobuf:"varint,6,opt,name=allocation,proto3" json:"allocation,omitempty"`
 	// fail_mode: 0 local, 1 open, 2 closed.
-	FailMode      uint32 `protobuf:"varint,7,opt,name=fail_mode,json=failMode,proto3" json:"fail_mode,omitempty"`
+	FailMode uint32 `protobuf:"varint,7,opt,name=fail_mode,json=failMode,proto3" json:"fail_mode,omitempty"`
+	// shadow: the rule's refusals admit their callers (shadow mode); in a
+	// run of checks decided all or nothing, its refusal refuses no other.
+	Shadow        bool `protobuf:"varint,8,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -383,6 +398,13 @@ func (x *RuleSpec) GetFailMode() uint32 {
 		return x.FailMode
 	}
 	return 0
+}
+
+func (x *RuleSpec) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
 }
 
 // StrictDecision is the outcome of one check.
@@ -741,19 +763,20 @@ var File_sluice_v1_strict_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_strict_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/strict.proto\x12\tsluice.v1\x1a\x14sluice/v1/peer.proto\"W\n" +
+	"\x16sluice/v1/strict.proto\x12\tsluice.v1\x1a\x14sluice/v1/peer.proto\"t\n" +
 	"\vStrictCheck\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\tR\x03key\x12\x12\n" +
-	"\x04hits\x18\x04 \x01(\x03R\x04hits\"\x9f\x01\n" +
+	"\x04hits\x18\x04 \x01(\x03R\x04hits\x12\x1b\n" +
+	"\twith_next\x18\x05 \x01(\bR\bwithNext\"\x9f\x01\n" +
 	"\vStrictBatch\x12\x10\n" +
 	"\x03now\x18\x01 \x01(\x03R\x03now\x12.\n" +
 	"\x06checks\x18\x02 \x03(\v2\x16.sluice.v1.StrictCheckR\x06checks\x12(\n" +
 	"\x05rules\x18\x03 \x01(\v2\x12.sluice.v1.RuleSetR\x05rules\x12$\n" +
 	"\x04seed\x18\x04 \x01(\v2\x10.sluice.v1.DeltaR\x04seed\"4\n" +
 	"\aRuleSet\x12)\n" +
-	"\x05rules\x18\x01 \x03(\v2\x13.sluice.v1.RuleSpecR\x05rules\"\xcc\x01\n" +
+	"\x05rules\x18\x01 \x03(\v2\x13.sluice.v1.RuleSpecR\x05rules\"\xe4\x01\n" +
 	"\bRuleSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x1b\n" +
@@ -763,7 +786,8 @@ const file_sluice_v1_strict_proto_rawDesc = "" +
 	"\n" +
 	"allocation\x18\x06 \x01(\rR\n" +
 	"allocation\x12\x1b\n" +
-	"\tfail_mode\x18\a \x01(\rR\bfailMode\"\x9f\x02\n" +
+	"\tfail_mode\x18\a \x01(\rR\bfailMode\x12\x16\n" +
+	"\x06shadow\x18\b \x01(\bR\x06shadow\"\x9f\x02\n" +
 	"\x0eStrictDecision\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aallowed\x18\x02 \x01(\bR\aallowed\x12\x14\n" +
