@@ -40,3 +40,32 @@ func TestAllocationWireNumbersAreFixed(t *testing.T) {
 		t.Fatal("allocation 3 was accepted")
 	}
 }
+
+// TestRulesRoundTrip checks that the strict log's rules come back as they
+// went, field for field: shadow mode, and the parts of a rule with several
+// limits, named after it. A log whose rules lost a field never matches
+// the node's, and the node waits for a leader that knows them for ever.
+func TestRulesRoundTrip(t *testing.T) {
+	rules := window.AllParts([]window.Rule{
+		{Name: "pay", Count: 3, Window: time.Second, Type: window.Fixed, SyncInterval: window.Strict, FailMode: window.FailClosed,
+			Also: []window.Limit{{Count: 50, Window: time.Minute, Type: window.Sliding}}},
+		{Name: "trial", Count: 2, Window: time.Minute, SyncInterval: window.Strict, Shadow: true},
+		{Name: "api", Count: 10, Window: time.Second, SyncInterval: 100 * time.Millisecond, Allocation: window.Adaptive},
+	})
+	back, err := DecodeRules(EncodeRules(rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != len(rules) {
+		t.Fatalf("%d rules back, want %d", len(back), len(rules))
+	}
+	for i := range rules {
+		if !back[i].Equal(rules[i]) {
+			t.Errorf("rule %d: %+v back, want %+v", i, back[i], rules[i])
+		}
+	}
+	bad := EncodeRules([]window.Rule{{Name: "pay#9", Count: 1, Window: time.Second, SyncInterval: window.Strict}})
+	if _, err := DecodeRules(bad); err == nil {
+		t.Fatal("a part numbered past window.MaxLimits was accepted")
+	}
+}
