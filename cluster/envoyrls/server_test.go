@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/cluster/strict"
 )
 
 // testEpoch is a boundary of every unit's window up to an hour, far from
@@ -83,6 +84,12 @@ type rlsFixture struct {
 // minute's start.
 func startRLS(t *testing.T, config string, opts Options) *rlsFixture {
 	t.Helper()
+	return startRLSWith(t, config, opts, nil)
+}
+
+// startRLSWith is startRLS with the node's config edited by tweak.
+func startRLSWith(t *testing.T, config string, opts Options, tweak func(*cluster.Config)) *rlsFixture {
+	t.Helper()
 	dom, err := Parse("edge.yaml", []byte(config))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
@@ -95,14 +102,18 @@ func startRLS(t *testing.T, config string, opts Options) *rlsFixture {
 	fx.clock.Set(30 * time.Second)
 	opts.Now = fx.clock.Now
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	node, err := cluster.Start(context.Background(), cluster.Config{
+	cfg := cluster.Config{
 		Name: "rls-test", Rules: limits.Rules(), GRPCAddr: "127.0.0.1:0", Now: fx.clock.Now,
 		Logger: opts.Logger,
 		GRPCServices: []func(grpc.ServiceRegistrar, *cluster.Node){func(s grpc.ServiceRegistrar, n *cluster.Node) {
 			fx.server = NewServer(n, limits, opts)
 			fx.server.Register(s)
 		}},
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	node, err := cluster.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -201,6 +212,43 @@ func TestShouldRateLimitTwoPerMinute(t *testing.T) {
 	if got := fx.ask(t, desc("generic_key", "two_per_minute")).GetOverallCode(); got != ok {
 		t.Errorf("next minute: overall_code %v, want OK", got)
 	}
+}
+
+// strictConfig holds two strict limits, decided by the Raft log.
+const strictConfig = `domain: edge
+descriptors:
+  - key: pay
+    sync_interval: -1
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: refund
+    sync_interval: -1
+    rate_limit: {unit: minute, requests_per_unit: 10}
+`
+
+// Two strict descriptors in one request are all or nothing too: one full
+// refuses the request, and the log gives back what the other counted.
+func TestShouldRateLimitStrictAllOrNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("elects a strict leader")
+	}
+	fx := startRLSWith(t, strictConfig, Options{}, func(c *cluster.Config) {
+		c.Strict, c.StrictTimeout = strict.Mode{}, time.Minute
+	})
+	pay, refund := desc("pay", "acct-1"), desc("refund", "acct-1")
+	for range 2 {
+		if got := fx.ask(t, pay).GetOverallCode(); got != ok {
+			t.Fatalf("filling pay: overall_code %v, want OK", got)
+		}
+	}
+	resp := fx.ask(t, refund, pay)
+	if resp.GetOverallCode() != over {
+		t.Fatalf("overall_code %v, want OVER_LIMIT", resp.GetOverallCode())
+	}
+	checkStatus(t, 0, resp.GetStatuses()[0], statusWant{code: ok, limit: 10, unit: minute, remaining: 10, reset: halfMin})
+	checkStatus(t, 1, resp.GetStatuses()[1], statusWant{code: over, limit: 2, unit: minute, remaining: 0, reset: halfMin})
+	// Alone, refund spends: the log holds none of the refused request's hit.
+	resp = fx.ask(t, refund)
+	checkStatus(t, 0, resp.GetStatuses()[0], statusWant{code: ok, limit: 10, unit: minute, remaining: 9, reset: halfMin})
 }
 
 // One descriptor full refuses the request, and the other spends nothing.
@@ -430,8 +478,7 @@ func TestShouldRateLimitNodeErrors(t *testing.T) {
 	}
 }
 
-// statusOf maps the node's errors as the Limiter service does, and two
-// strict limits in one request to FailedPrecondition.
+// statusOf maps the node's errors as the Limiter service does.
 func TestStatusOf(t *testing.T) {
 	tests := []struct {
 		err  error
