@@ -1,17 +1,13 @@
-package cluster_test
+package cluster
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
-	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/cluster/strict"
 	"github.com/sluicehq/sluice/window"
 )
@@ -44,14 +40,14 @@ func TestAllOrNothingProperty(t *testing.T) {
 			if mode.sync == window.Strict && testing.Short() {
 				t.Skip("elects a strict leader")
 			}
-			clk := newTestClock(int64(1_900_000_000) * int64(time.Second))
+			clk := newFrozen(int64(1_900_000_000) * int64(time.Second))
 			rules := propRules(mode.sync)
-			cfg := cluster.Config{Name: "lone", Rules: rules, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			cfg := Config{Name: "lone", Rules: rules, Logger: testLogger(t),
 				Now: clk.Now, StrictTimeout: time.Minute}
 			if mode.sync == window.Strict {
 				cfg.Strict = strict.Mode{}
 			}
-			nd, err := cluster.Start(context.Background(), cfg)
+			nd, err := Start(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,11 +113,11 @@ func TestAllOrNothingProperty(t *testing.T) {
 				example++
 				prefix := fmt.Sprintf("x%d-", example) // keys of their own
 				for call := range rapid.IntRange(1, 12).Draw(rt, "calls") {
-					clk.advance(rapid.Int64Range(0, int64(2*time.Second)).Draw(rt, fmt.Sprintf("advance%d", call)))
-					var checks []cluster.Check
+					clk.Advance(time.Duration(rapid.Int64Range(0, int64(2*time.Second)).Draw(rt, fmt.Sprintf("advance%d", call))))
+					var checks []Check
 					for c := range rapid.IntRange(1, 3).Draw(rt, fmt.Sprintf("len%d", call)) {
 						label := fmt.Sprintf("%d.%d", call, c)
-						checks = append(checks, cluster.Check{
+						checks = append(checks, Check{
 							Rule: rapid.SampledFrom(names).Draw(rt, "rule"+label),
 							Key:  prefix + rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "key"+label),
 							Hits: rapid.Int64Range(0, 2).Draw(rt, "hits"+label)})
@@ -191,16 +187,3 @@ func TestAllOrNothingProperty(t *testing.T) {
 		})
 	}
 }
-
-// testClock is a clock a test moves by hand; the node reads it from its
-// own goroutines too.
-type testClock struct{ ns atomic.Int64 }
-
-func newTestClock(at int64) *testClock {
-	c := &testClock{}
-	c.ns.Store(at)
-	return c
-}
-
-func (c *testClock) Now() time.Time  { return time.Unix(0, c.ns.Load()) }
-func (c *testClock) advance(d int64) { c.ns.Add(d) }
