@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
+
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/cluster/internal/regularfile"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -131,17 +132,12 @@ const MaxSize = 4 << 20
 
 // Load reads and parses the config file at path (see Parse).
 func Load(path string) (*Config, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if len(data) > MaxSize {
+	data, err := regularfile.Read(path, MaxSize)
+	if errors.Is(err, regularfile.ErrTooLarge) {
 		return nil, &Error{Path: path, Err: fmt.Errorf("file is larger than %d bytes", MaxSize)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	return Parse(path, data)
 }

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicehq/sluice/cluster/internal/regularfile"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -42,17 +42,12 @@ func (d *Domain) Rules() []window.Rule { return append([]window.Rule(nil), d.rul
 
 // Load reads and parses the ratelimit config file at path (see Parse).
 func Load(path string) (*Domain, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("envoy config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("envoy config: %w", err)
-	}
-	if len(data) > MaxSize {
+	data, err := regularfile.Read(path, MaxSize)
+	if errors.Is(err, regularfile.ErrTooLarge) {
 		return nil, &Error{Path: path, Err: fmt.Errorf("file is larger than %d bytes", MaxSize)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("envoy config: %w", err)
 	}
 	return Parse(path, data)
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -425,6 +426,10 @@ func TestAgentStartErrors(t *testing.T) {
     sync_interval: 0.2
 `)
 	joinNoGossip := writeFile(t, "join.yaml", "join: [10.0.0.1:7946]\n"+agentClusterConfig)
+	fifo := filepath.Join(t.TempDir(), "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -437,7 +442,14 @@ func TestAgentStartErrors(t *testing.T) {
 	}{
 		{"malformed rule file", []string{"--config", bad},
 			fmt.Sprintf("sluice agent: %s:7: rule 2 \"api\": count must be ≥ 1, got 0\n", bad)},
-		{"missing file", []string{"--config", filepath.Join(t.TempDir(), "nope.yaml")}, "sluice agent: config: open …"},
+		{"missing file", []string{"--config", filepath.Join(t.TempDir(), "nope.yaml")}, "sluice agent: config: stat …"},
+		// Opening a named pipe for reading would block until a writer came,
+		// deaf to SIGTERM.
+		{"config is a named pipe", []string{"--config", fifo},
+			"sluice agent: config: " + fifo + ": not a regular file (a named pipe)\n"},
+		{"envoy config is a named pipe", []string{"--envoy-config", fifo},
+			"sluice agent: envoy config: " + fifo + ": not a regular file (a named pipe)…"},
+		{"config is a directory", []string{"--config", t.TempDir()}, ": not a regular file (a directory)…"},
 		{"unknown flag", []string{"--nope"},
 			"sluice agent: unknown flag --nope\nrun 'sluice agent --help' for usage\n"},
 		{"stray argument", []string{"extra"},
