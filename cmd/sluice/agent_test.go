@@ -338,8 +338,11 @@ func TestAgentCluster(t *testing.T) {
 		}
 		wants := []string{
 			"\n" + `sluice_decisions_total{path="local",result="allowed",rule="api"} 1` + "\n",
-			"\n" + `sluice_members{state="suspect"} 0` + "\n",
-			"\n" + `sluice_keys{rule="api"} 1` + "\n",
+			// Present; their values are TestMetricsLoneAgent's to check: a
+			// slow ping under load makes a member suspect for a moment, and
+			// whether a probe of hits 0 leaves a key depends on who owns it.
+			"\n" + `sluice_members{state="suspect"} `,
+			"\n" + `sluice_keys{rule="api"} `,
 			"\nsluice_ready 1\n",
 			"\n# TYPE sluice_decision_duration_seconds histogram\n",
 			"\n# TYPE go_goroutines gauge\n",
