@@ -13,18 +13,20 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/cluster/middleware"
+	"github.com/sluicehq/sluice/cluster/strict"
 	"github.com/sluicehq/sluice/window"
 )
 
 // Two instances of a service behind a load balancer (10.0.0.1) limit each
 // client IP to 3 requests a minute across the fleet, whichever instance
-// gets a request. The rule is batched, the default: at a count this small
-// (below 20 per node) a node asks the key's owner for every hit, so once
-// the two see each other they count as one exact limiter. The nodes run on
-// a fixed clock, 10 s into a minute, so that the output is the same on
+// gets a request. The rule is strict, decided in one Raft log, so the
+// fleet's count is exact on every run; a batched rule, the default, is as
+// exact at this count only while each node's question to a key's owner is
+// answered in time, which a loaded machine does not promise. The nodes run
+// on a fixed clock, 10 s into a minute, so that the output is the same on
 // every run.
 func ExampleHTTP_fleet() {
-	// The embedding is the 29 lines from here to the end of the wait for
+	// The embedding is the 30 lines from here to the end of the wait for
 	// the fleet, one loop turn per instance; the requests after it show
 	// what it does.
 	var nodes []*cluster.Node
@@ -33,7 +35,8 @@ func ExampleHTTP_fleet() {
 	for _, name := range []string{"a", "b"} {
 		node, err := cluster.Start(context.Background(), cluster.Config{
 			Name: name, GRPCAddr: "127.0.0.1:0", BindAddr: "127.0.0.1:0", Join: seeds,
-			Rules:  []window.Rule{{Name: "per-ip", Count: 3, Window: time.Minute, Type: window.Fixed}},
+			Rules:  []window.Rule{{Name: "per-ip", Count: 3, Window: time.Minute, Type: window.Fixed, SyncInterval: window.Strict}},
+			Strict: strict.Mode{}, StrictBootstrapWait: time.Millisecond, // a new fleet has no group to wait for
 			Now:    func() time.Time { return time.Date(2030, 1, 1, 12, 0, 10, 0, time.UTC) },
 			Logger: slog.New(slog.DiscardHandler),
 		})
@@ -49,15 +52,15 @@ func ExampleHTTP_fleet() {
 		handlers = append(handlers, limit(http.HandlerFunc(hello)))
 		nodes, seeds = append(nodes, node), append(seeds, node.GossipAddr())
 	}
-	// Wait until each node streams to the other: before, each owns every key.
-	for deadline := time.Now().Add(10 * time.Second); nodes[0].Metrics().Peers+nodes[1].Metrics().Peers < 2; {
+	// Wait until both know the strict leader: until then the fail mode answers.
+	for deadline := time.Now().Add(10 * time.Second); min(nodes[0].Metrics().StrictLeaderChanges, nodes[1].Metrics().StrictLeaderChanges) == 0; {
 		if time.Now().After(deadline) {
-			log.Fatal("the nodes did not find each other")
+			log.Fatal("no strict leader")
 		}
 		time.Sleep(10 * time.Millisecond) // the poll interval
 	}
 
-	// The balancer sends one client's requests to a and b in turn; then
+	// The balancer sends one client's requests to a and b in turn, then
 	// another client's.
 	for i, client := range []string{"198.51.100.7", "198.51.100.7", "198.51.100.7", "198.51.100.7", "198.51.100.7", "203.0.113.9"} {
 		req := httptest.NewRequest("GET", "/", nil)
