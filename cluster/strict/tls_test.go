@@ -35,8 +35,10 @@ func raftDialer(t testing.TB, ca *testcert.CA, name string) *tls.Config {
 
 // raftHandshake dials addr with cfg and reports whether the Raft
 // transport there took the connection: a TLS 1.3 client learns that its
-// certificate was refused only when it reads.
-func raftHandshake(t testing.TB, addr string, cfg *tls.Config) error {
+// certificate was refused only when it reads, and Raft answers nothing
+// until asked, so a read that is still waiting after wait is a connection
+// the transport kept.
+func raftHandshake(t testing.TB, addr string, cfg *tls.Config, wait time.Duration) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
@@ -49,9 +51,7 @@ func raftHandshake(t testing.TB, addr string, cfg *tls.Config) error {
 		return err
 	}
 	defer tc.Close()
-	// Raft answers nothing until asked: a read that times out is a
-	// connection the transport kept.
-	_ = tc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	_ = tc.SetReadDeadline(time.Now().Add(wait))
 	_, err = tc.Read(make([]byte, 1))
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		return nil
@@ -98,11 +98,11 @@ func TestStrictTLS(t *testing.T) {
 	}
 
 	addr := leader.group().addr
-	if err := raftHandshake(t, addr, raftDialer(t, ca, "peer")); err != nil {
+	if err := raftHandshake(t, addr, raftDialer(t, ca, "peer"), time.Second); err != nil {
 		t.Errorf("a peer of the CA could not connect to the Raft transport: %v", err)
 	}
 	other := testcert.NewCA(t, "other CA")
-	if err := raftHandshake(t, addr, raftDialer(t, other, "foreign")); err == nil {
+	if err := raftHandshake(t, addr, raftDialer(t, other, "foreign"), patience); err == nil {
 		t.Error("a node of another CA connected to the Raft transport")
 	}
 	// That node refused the leader's certificate first; one that
@@ -110,11 +110,11 @@ func TestStrictTLS(t *testing.T) {
 	foreign := other.Issue(t, "foreign", nil)
 	blind := &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true, NextProtos: []string{"sluice-raft"},
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &foreign.TLS, nil }}
-	if err := raftHandshake(t, addr, blind); err == nil {
+	if err := raftHandshake(t, addr, blind, patience); err == nil {
 		t.Error("a dialer with another CA's certificate connected to the Raft transport")
 	}
 	noCert := &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true, NextProtos: []string{"sluice-raft"}}
-	if err := raftHandshake(t, addr, noCert); err == nil {
+	if err := raftHandshake(t, addr, noCert, patience); err == nil {
 		t.Error("a dialer without a certificate connected to the Raft transport")
 	}
 	waitFor(t, patience, "the leader counting its two refusals", func() bool { return leader.Metrics().TLSRefusalsRaft == 2 })

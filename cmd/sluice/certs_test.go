@@ -75,8 +75,6 @@ func (ca *testCA) issue(t *testing.T, dir, name string) (certFile, keyFile, seri
 	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
 		t.Fatal(err)
 	}
-	// The key first: a rotation that swaps the certificate first would
-	// pair it, for a moment, with the old key.
 	keyFile = replaceFile(t, filepath.Join(dir, name+".key"), keyPEM)
 	certFile = replaceFile(t, filepath.Join(dir, name+".pem"), certPEM)
 	return certFile, keyFile, tmpl.SerialNumber.String()

@@ -103,7 +103,11 @@ func dialCause(desc string) string {
 	case strings.HasSuffix(desc, "remote error: tls: certificate required"):
 		return "the node requires a client certificate: call it with --tls-cert and --tls-key"
 	case strings.Contains(desc, "remote error: tls: "):
-		return "the node refused the client certificate of --tls-cert (" + desc[strings.Index(desc, "tls: "):] + ")"
+		alert := desc[strings.Index(desc, "remote error: tls: ")+len("remote error: "):]
+		if strings.Contains(alert, "certificate") {
+			return "the node refused the client certificate of --tls-cert (" + alert + ")"
+		}
+		return "the node refused the TLS handshake (" + alert + ")"
 	case strings.Contains(desc, "certificate signed by unknown authority"):
 		return desc + "; is --tls-ca the CA of the node's certificate?"
 	case strings.Contains(desc, "x509: certificate is valid for"), strings.Contains(desc, "doesn't contain any IP SANs"):
