@@ -39,7 +39,9 @@
 // Alone, a node needs nothing else. To share rules with other nodes, give
 // each a GRPCAddr for its peers and a BindAddr for gossip, and Join the
 // gossip address of any node already running; DataDir keeps counts across
-// restarts. Decision says what the fleet has left (Remaining) and when a
+// restarts. TLS puts the gRPC port and the Raft transport under TLS, peers
+// mutually authenticated by a peer CA; without it a node serves plaintext,
+// on loopback only unless Insecure says so. Decision says what the fleet has left (Remaining) and when a
 // refused client should come back (RetryAfter). The errors a node returns
 // are this package's Err values, to match with errors.Is; Allow lists them.
 //
@@ -62,7 +64,9 @@
 // (peers.go, peer_service.go), membership (membership.go, meta.go,
 // reconnect.go, restart_detect.go), the clock and skew (clock.go,
 // clockskew.go), persistence (persist.go), the gRPC server and its Limiter
-// service (server.go, limiter_service.go), metrics (metrics.go, the
+// service (server.go, limiter_service.go), TLS and who may call the peer
+// services (tls.go; the files, their reloading and the TLS configurations
+// are package cluster/internal/nodetls), metrics (metrics.go, the
 // node-wide counters; stats.go, per rule, path and peer) and HTTP. Strict mode
 // is package cluster/strict; the node reaches it only through the
 // interfaces of cluster/internal/strictapi (strictmode.go), and the two

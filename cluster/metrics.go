@@ -72,6 +72,17 @@ type Metrics struct {
 	// count apart from the rules' metrics, so that a name sent from
 	// outside never becomes a metric's label.
 	UnknownRuleChecks int64
+	// TLSRefusalsGRPC and TLSRefusalsRaft are connections refused for
+	// their certificate, on the gRPC port and the Raft transport: TLS
+	// handshakes that failed (no certificate where one is needed, one of
+	// no trusted CA, a caller that does not speak TLS) either way, this
+	// node's dials to peers included, and calls of the peer services
+	// without a peer's certificate.
+	TLSRefusalsGRPC, TLSRefusalsRaft int64
+	// TLSReloads and TLSReloadErrors are readings of changed TLS files
+	// that the node took, and those it refused (the material before
+	// stayed in use).
+	TLSReloads, TLSReloadErrors int64
 }
 
 // counters are the node's live metrics, updated as it works: each is the
@@ -90,6 +101,8 @@ type counters struct {
 	Borrows, BorrowTimeouts                                          atomic.Int64
 	Reloads, ReloadErrors                                            atomic.Int64
 	UnknownRuleChecks                                                atomic.Int64
+	TLSRefusalsGRPC, TLSRefusalsRaft                                 atomic.Int64
+	TLSReloads, TLSReloadErrors                                      atomic.Int64
 }
 
 func newCounters() *counters { return &counters{} }
@@ -128,6 +141,10 @@ func (c *counters) snapshot() Metrics {
 		Reloads:                 c.Reloads.Load(),
 		ReloadErrors:            c.ReloadErrors.Load(),
 		UnknownRuleChecks:       c.UnknownRuleChecks.Load(),
+		TLSRefusalsGRPC:         c.TLSRefusalsGRPC.Load(),
+		TLSRefusalsRaft:         c.TLSRefusalsRaft.Load(),
+		TLSReloads:              c.TLSReloads.Load(),
+		TLSReloadErrors:         c.TLSReloadErrors.Load(),
 	}
 }
 
@@ -183,6 +200,10 @@ func (m Metrics) Series() []Series {
 		{Name: "sluice_config_reloads_total", Counter: true, Help: "Reloads of the rules, by result.", Value: m.Reloads, Label: "result", LabelValue: "ok"},
 		{Name: "sluice_config_reloads_total", Counter: true, Help: "Reloads of the rules, by result.", Value: m.ReloadErrors, Label: "result", LabelValue: "error"},
 		{Name: "sluice_unknown_rule_checks_total", Counter: true, Help: "Checks that named no rule of this node.", Value: m.UnknownRuleChecks},
+		{Name: "sluice_tls_refusals_total", Counter: true, Help: "Connections and peer calls refused for their certificate, by transport.", Value: m.TLSRefusalsGRPC, Label: "transport", LabelValue: "grpc"},
+		{Name: "sluice_tls_refusals_total", Counter: true, Help: "Connections and peer calls refused for their certificate, by transport.", Value: m.TLSRefusalsRaft, Label: "transport", LabelValue: "raft"},
+		{Name: "sluice_tls_reloads_total", Counter: true, Help: "Readings of changed TLS files, by result: taken, or refused (the material before stays in use).", Value: m.TLSReloads, Label: "result", LabelValue: "ok"},
+		{Name: "sluice_tls_reloads_total", Counter: true, Help: "Readings of changed TLS files, by result: taken, or refused (the material before stays in use).", Value: m.TLSReloadErrors, Label: "result", LabelValue: "error"},
 	}
 }
 

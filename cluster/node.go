@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/cluster/internal/metric"
+	"github.com/sluicehq/sluice/cluster/internal/nodetls"
 	"github.com/sluicehq/sluice/cluster/internal/strictapi"
 	"github.com/sluicehq/sluice/counter"
 	"github.com/sluicehq/sluice/store"
@@ -43,6 +44,17 @@ type Config struct {
 	// (HOST:PORT; port 0 picks a free one). Required in a cluster; empty
 	// serves nothing.
 	GRPCAddr string
+	// TLS secures the gRPC port, for clients and peers, and the Raft
+	// transport: peers are the holders of a peer CA's certificate (see
+	// TLS). Nil serves plaintext, which a node does only on loopback
+	// unless Insecure is set.
+	TLS *TLS
+	// Insecure serves plaintext gRPC and Raft on addresses other than
+	// loopback, on purpose: whoever reaches them can call them as a
+	// client or as a peer. Without TLS or Insecure, Start refuses a
+	// GRPCAddr, BindAddr or RaftAddr beyond loopback. Gossip is not
+	// TLS's to secure either way.
+	Insecure bool
 	// GRPCAdvertiseAddr is the gRPC address peers dial; default the address
 	// GRPCAddr bound to, with a wildcard host (0.0.0.0, [::]) replaced by
 	// that of AdvertiseAddr or BindAddr, or by the private address gossip
@@ -152,10 +164,11 @@ type Node struct {
 	// from a peer, or found itself alone (Ready).
 	ready atomic.Bool
 
-	store   *store.Store     // nil without DataDir
-	server  *server          // nil without GRPCAddr
-	members *membership      // nil without BindAddr
-	strict  strictapi.Engine // nil without Config.Strict
+	tls     *nodetls.Reloader // nil without TLS
+	store   *store.Store      // nil without DataDir
+	server  *server           // nil without GRPCAddr
+	members *membership       // nil without BindAddr
+	strict  strictapi.Engine  // nil without Config.Strict
 	peers   *peerSet
 	borrows borrows
 
@@ -203,6 +216,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}
 	n.replica = replica
+	// The TLS files first: a node that cannot read them opens nothing.
+	if err := n.openTLS(); err != nil {
+		return nil, err
+	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	n.cancel, n.done = cancel, loopCtx.Done()
 	n.peers = newPeerSet(n, loopCtx)
@@ -268,6 +285,9 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.BindAddr != "" && cfg.GRPCAddr == "" {
 		return errors.New("sluice: a clustered node (BindAddr set) needs GRPCAddr for its peers")
+	}
+	if err := cfg.checkTLS(); err != nil {
+		return err
 	}
 	for _, a := range []struct{ field, addr string }{
 		{"GRPCAddr", cfg.GRPCAddr}, {"GRPCAdvertiseAddr", cfg.GRPCAdvertiseAddr},

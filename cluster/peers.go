@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/cluster/internal/wire"
 	"github.com/sluicehq/sluice/counter"
@@ -33,6 +33,8 @@ func (p peerInfo) inc() counter.Incarnation { return counter.Incarnation{Node: p
 type peerSet struct {
 	n   *Node
 	ctx context.Context
+	// creds are the credentials of every dial to a peer.
+	creds credentials.TransportCredentials
 
 	mu    sync.Mutex
 	peers map[counter.Incarnation]*peer
@@ -84,7 +86,7 @@ func newQueued(d *counter.Delta, sentAt, at int64) queued {
 const peerQueue = 8
 
 func newPeerSet(n *Node, ctx context.Context) *peerSet {
-	return &peerSet{n: n, ctx: ctx, peers: make(map[counter.Incarnation]*peer), joined: make(chan struct{}, 1),
+	return &peerSet{n: n, ctx: ctx, creds: n.peerCredentials(), peers: make(map[counter.Incarnation]*peer), joined: make(chan struct{}, 1),
 		stats: map[string]*peerCounters{}}
 }
 
@@ -148,7 +150,7 @@ func (ps *peerSet) update(live []peerInfo) {
 
 func (ps *peerSet) start(info peerInfo) (*peer, error) {
 	network := ps.n.network()
-	conn, err := grpc.NewClient("passthrough:///"+info.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient("passthrough:///"+info.grpcAddr, grpc.WithTransportCredentials(ps.creds),
 		grpc.WithContextDialer(network.Dial),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize)))
 	if err != nil {

@@ -32,8 +32,10 @@ func newServer(ctx context.Context, n *Node) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sluice: grpc_addr: %w", err)
 	}
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageSize), grpc.ForceServerCodecV2(newPeerCodec())},
+		n.serverOptions()...)
 	s := &server{
-		grpc:   grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageSize), grpc.ForceServerCodecV2(newPeerCodec())),
+		grpc:   grpc.NewServer(opts...),
 		health: health.NewServer(),
 		lis:    lis,
 		served: make(chan struct{}),

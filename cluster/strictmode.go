@@ -76,12 +76,12 @@ func (h strictHost) Store() *store.Store           { return h.n.store }
 func (h strictHost) GRPCAddr() string              { return h.n.GRPCAddr() }
 func (h strictHost) Counters() *strictapi.Counters { return &h.n.metrics.Counters }
 
-func (h strictHost) Listen(ctx context.Context, addr string) (net.Listener, error) {
-	return h.n.listen(ctx, addr)
+func (h strictHost) ListenRaft(ctx context.Context, addr string) (net.Listener, error) {
+	return h.n.listenRaft(ctx, addr)
 }
 
-func (h strictHost) Dial(ctx context.Context, addr string) (net.Conn, error) {
-	return h.n.network().Dial(ctx, addr)
+func (h strictHost) DialRaft(ctx context.Context, addr string) (net.Conn, error) {
+	return h.n.dialRaft(ctx, addr)
 }
 
 func (h strictHost) RegisterService(desc *grpc.ServiceDesc, impl any) {

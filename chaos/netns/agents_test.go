@@ -112,7 +112,10 @@ func startFleet(t *testing.T, bin, cfg string, tp *topology) *fleet {
 	for i, n := range tp.nodes {
 		args := []string{"netns", "exec", n.ns, bin, "agent", "--config", cfg, "--name", n.name,
 			"--grpc-addr", n.ip + ":" + grpcPort, "--gossip-addr", n.ip + ":" + gossipPort,
-			"--http-addr", n.ip + ":" + httpPort}
+			"--http-addr", n.ip + ":" + httpPort,
+			// The namespaces' addresses are no loopback: plaintext there
+			// is the test's choice.
+			"--insecure"}
 		if i > 0 {
 			args = append(args, "--join", seed)
 		}

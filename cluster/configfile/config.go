@@ -74,12 +74,42 @@ type Config struct {
 	// ReconnectInterval (reconnect_interval) is, in seconds, how often the
 	// node retries failed members and seeds it is not joined to; default 5.
 	ReconnectInterval float64
+	// TLS (tls) secures the gRPC port and the Raft transport
+	// (cluster.TLS); nil serves plaintext.
+	TLS *TLS
+	// Insecure (insecure: true) serves plaintext gRPC and Raft on
+	// addresses other than loopback, on purpose.
+	Insecure bool
 	// Rules are the limits the node enforces; at least one.
 	Rules []Rule
 
 	// Path is the file the config was read from, for error messages. It is
 	// not a field of the file.
 	Path string
+}
+
+// TLS is the tls mapping of the file: the node's certificate and the CAs
+// it trusts, PEM files read again when they change (cluster.TLS).
+//
+//	tls:
+//	  cert_file: /etc/sluice/node.pem    # the node's certificate (+ intermediates)
+//	  key_file: /etc/sluice/node.key
+//	  peer_ca_file: /etc/sluice/peer-ca.pem
+//	  client_ca_file: /etc/sluice/client-ca.pem  # optional
+//	  require_client_cert: true                  # optional
+type TLS struct {
+	// CertFile (cert_file) and KeyFile (key_file) are the node's
+	// certificate, followed by its intermediates, and its key; required.
+	CertFile, KeyFile string
+	// PeerCAFile (peer_ca_file) holds the CAs whose certificates make
+	// peers; required.
+	PeerCAFile string
+	// ClientCAFile (client_ca_file) holds more CAs whose certificates
+	// clients may present; optional.
+	ClientCAFile string
+	// RequireClientCert (require_client_cert: true) refuses clients that
+	// present no certificate.
+	RequireClientCert bool
 }
 
 // Rule is one rule as the config file spells it (DESIGN §1). Durations are
@@ -240,6 +270,11 @@ func (c *Config) NodeConfig() (cluster.Config, error) {
 		RaftAddr:          c.RaftAddr,
 		RaftAdvertiseAddr: c.RaftAdvertiseAddr,
 		StrictVoters:      c.StrictVoters,
+		Insecure:          c.Insecure,
+	}
+	if t := c.TLS; t != nil {
+		cfg.TLS = &cluster.TLS{CertFile: t.CertFile, KeyFile: t.KeyFile, PeerCAFile: t.PeerCAFile,
+			ClientCAFile: t.ClientCAFile, RequireClientCert: t.RequireClientCert}
 	}
 	var errs []error
 	for _, s := range []struct {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,25 @@ rules:
 			},
 		},
 		{
+			name: "tls",
+			yaml: `tls:
+  cert_file: /etc/sluice/node.pem
+  key_file: /etc/sluice/node.key
+  peer_ca_file: /etc/sluice/peer-ca.pem
+  client_ca_file: /etc/sluice/client-ca.pem
+  require_client_cert: true
+` + goodRules,
+			want: Config{TLS: &TLS{CertFile: "/etc/sluice/node.pem", KeyFile: "/etc/sluice/node.key",
+				PeerCAFile: "/etc/sluice/peer-ca.pem", ClientCAFile: "/etc/sluice/client-ca.pem", RequireClientCert: true}},
+			wantRules: []window.Rule{{Name: "api", Count: 10, Window: 10 * time.Second, SyncInterval: 200 * time.Millisecond}},
+		},
+		{
+			name:      "insecure",
+			yaml:      "insecure: true\ntls: ~\n" + goodRules,
+			want:      Config{Insecure: true},
+			wantRules: []window.Rule{{Name: "api", Count: 10, Window: 10 * time.Second, SyncInterval: 200 * time.Millisecond}},
+		},
+		{
 			name:      "whole count as float",
 			yaml:      "rules: [{name: a, count: 1e3, time_window: 2, sync_interval: 1_0e-1}]",
 			wantRules: []window.Rule{{Name: "a", Count: 1000, Window: 2 * time.Second, SyncInterval: time.Second}},
@@ -115,7 +135,8 @@ rules:
 			if cfg.Path != "test.yaml" || cfg.Name != tt.want.Name || cfg.GRPCAddr != tt.want.GRPCAddr ||
 				cfg.GossipAddr != tt.want.GossipAddr || cfg.AdvertiseAddr != tt.want.AdvertiseAddr ||
 				cfg.HTTPAddr != tt.want.HTTPAddr || cfg.DataDir != tt.want.DataDir ||
-				strings.Join(cfg.Join, ",") != strings.Join(tt.want.Join, ",") {
+				strings.Join(cfg.Join, ",") != strings.Join(tt.want.Join, ",") ||
+				cfg.Insecure != tt.want.Insecure || !reflect.DeepEqual(cfg.TLS, tt.want.TLS) {
 				t.Errorf("got %+v, want %+v", *cfg, tt.want)
 			}
 			rules, err := cfg.NodeRules()
@@ -149,7 +170,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty file", "", `bad.yaml: rules: the file is empty; at least one rule is required`, "rules"},
 		{"no rules", "name: x\n", `bad.yaml: rules: at least one rule is required`, "rules"},
 		{"rules not a list", "rules: 5\n", "bad.yaml:1: rules must be a list of rules, got !!int `5`", "rules"},
-		{"not a mapping", "- a\n", "bad.yaml:1: the config must be a mapping of fields (name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, rules), got !!seq", ""},
+		{"not a mapping", "- a\n", "bad.yaml:1: the config must be a mapping of fields (name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, tls, insecure, rules), got !!seq", ""},
 		{"strict_bootstrap_wait too long", "strict_bootstrap_wait: 7200\n" + goodRules,
 			"bad.yaml:1: strict_bootstrap_wait must be seconds in (0, 3600], got 7200", "strict_bootstrap_wait"},
 		{"borrow_timeout negative", "borrow_timeout: -0.1\n" + goodRules,
@@ -162,7 +183,7 @@ func TestParseErrors(t *testing.T) {
 		{"syntax", "rules: [\n", "bad.yaml: yaml: line 1: did not find expected node content", ""},
 		{"two documents", goodRules + "---\nname: x\n", "bad.yaml:6: more than one YAML document; a config file holds one", ""},
 		{"unknown top field", "nmae: x\n" + goodRules,
-			`bad.yaml:1: unknown field "nmae" (known fields: name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, rules)`, "nmae"},
+			`bad.yaml:1: unknown field "nmae" (known fields: name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, tls, insecure, rules)`, "nmae"},
 		{"unknown rule field", rule("name: api", "count: 10", "time_window: 10", "sync_interval: 0.2", "windw: 3"),
 			`bad.yaml:6: rule 1 "api": unknown field "windw" (known fields: name, count, time_window, window_type, sync_interval, allocation, fail_mode, limits, shadow)`, "windw"},
 		{"duplicate key", rule("name: api", "count: 10", "count: 11", "time_window: 10", "sync_interval: 0.2"),
@@ -239,6 +260,30 @@ func TestParseErrors(t *testing.T) {
 			`bad.yaml:3: join[1] must have a port number 0–65535, got "b:99999"`, "join"},
 		{"join not a list", "join: a:1\n" + goodRules,
 			"bad.yaml:1: join must be a list of HOST:PORT strings, got !!str `a:1`", "join"},
+		{"tls without a key", "tls:\n  cert_file: n.pem\n  peer_ca_file: ca.pem\n" + goodRules,
+			"bad.yaml:1: tls.key_file is required: the private key of tls.cert_file (PEM)", "tls.key_file"},
+		{"tls empty", "tls: {}\n" + goodRules,
+			"bad.yaml:1: tls.cert_file is required: the node's certificate (PEM), served to clients and peers and presented to peers\n" +
+				"bad.yaml:1: tls.key_file is required: the private key of tls.cert_file (PEM)\n" +
+				"bad.yaml:1: tls.peer_ca_file is required: the CA certificates (PEM) whose certificates make peers", "tls.cert_file"},
+		{"tls not a mapping", "tls: true\n" + goodRules,
+			"bad.yaml:1: tls must be a mapping of cert_file, key_file, peer_ca_file, client_ca_file, require_client_cert, got !!bool `true`", "tls"},
+		{"tls path empty", "tls: {cert_file: n.pem, key_file: '', peer_ca_file: ca.pem}\n" + goodRules,
+			"bad.yaml:1: tls.key_file must not be empty: name a PEM file, or leave the field out", "tls.key_file"},
+		{"tls path left out by null", "tls: {cert_file: n.pem, key_file: ~, peer_ca_file: ca.pem}\n" + goodRules,
+			"bad.yaml:1: tls.key_file is required: the private key of tls.cert_file (PEM)", "tls.key_file"},
+		{"tls unknown field", "tls:\n  cert_file: n.pem\n  key_file: n.key\n  peer_ca_file: ca.pem\n  ca_file: x\n" + goodRules,
+			`bad.yaml:5: unknown field "ca_file" in tls (known fields: cert_file, key_file, peer_ca_file, client_ca_file, require_client_cert)`, "tls.ca_file"},
+		{"tls field at the top", "cert_file: n.pem\n" + goodRules,
+			`bad.yaml:1: unknown field "cert_file" (known fields: name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, tls, insecure, rules); cert_file is a field of tls: write it in the tls mapping`, "cert_file"},
+		{"node setting in tls", "tls:\n  cert_file: n.pem\n  key_file: n.key\n  peer_ca_file: ca.pem\n  insecure: true\n" + goodRules,
+			`bad.yaml:5: unknown field "insecure" in tls (known fields: cert_file, key_file, peer_ca_file, client_ca_file, require_client_cert); insecure is a node setting: write it at the top level, outside tls`, "tls.insecure"},
+		{"require_client_cert not a bool", "tls: {cert_file: n.pem, key_file: n.key, peer_ca_file: ca.pem, require_client_cert: yes please}\n" + goodRules,
+			"bad.yaml:1: tls.require_client_cert must be true or false, got !!str `yes please`", "tls.require_client_cert"},
+		{"tls and insecure", "insecure: true\ntls: {cert_file: n.pem, key_file: n.key, peer_ca_file: ca.pem}\n" + goodRules,
+			"bad.yaml:1: insecure: true and tls are both set: insecure serves plaintext, for a node without tls", "insecure"},
+		{"insecure not a bool", "insecure: 1\n" + goodRules,
+			"bad.yaml:1: insecure must be true or false, got !!int `1`", "insecure"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,17 +31,23 @@ const (
 	topLevel   level = iota // the node's settings and its rules
 	ruleLevel               // one rule
 	limitLevel              // one more limit of a rule
+	tlsLevel                // the tls mapping
 )
 
 // The fields of each level, in the order the messages list them.
 var (
 	topFields = []string{"name", "grpc_addr", "gossip_addr", "advertise_addr", "http_addr", "join", "data_dir",
 		"raft_addr", "raft_advertise_addr", "strict_voters", "strict_timeout", "strict_bootstrap_wait",
-		"borrow_timeout", "persist_interval", "reconnect_interval", "rules"}
+		"borrow_timeout", "persist_interval", "reconnect_interval", "tls", "insecure", "rules"}
 	ruleFields = []string{"name", "count", "time_window", "window_type", "sync_interval", "allocation", "fail_mode",
 		"limits", "shadow"}
 	limitFields = []string{"count", "time_window", "window_type"}
+	tlsFields   = []string{"cert_file", "key_file", "peer_ca_file", "client_ca_file", "require_client_cert"}
 )
+
+// tlsPrefix is what the fields of the tls mapping are named with in
+// errors: tls.cert_file.
+const tlsPrefix = "tls."
 
 // fields is the fields a mapping at l may hold.
 func (l level) fields() []string {
@@ -50,6 +56,8 @@ func (l level) fields() []string {
 		return ruleFields
 	case limitLevel:
 		return limitFields
+	case tlsLevel:
+		return tlsFields
 	}
 	return topFields
 }
@@ -58,7 +66,14 @@ func (l level) fields() []string {
 // field at the other level was likely written at the wrong depth; say so.
 func (l level) unknown(key string) error {
 	msg := fmt.Sprintf("unknown field %q (known fields: %s)", key, strings.Join(l.fields(), ", "))
+	if l == tlsLevel {
+		msg = fmt.Sprintf("unknown field %q in tls (known fields: %s)", key, strings.Join(l.fields(), ", "))
+	}
 	switch {
+	case l == topLevel && slices.Contains(tlsFields, key):
+		msg += fmt.Sprintf("; %s is a field of tls: write it in the tls mapping", key)
+	case l == tlsLevel && slices.Contains(topFields, key):
+		msg += fmt.Sprintf("; %s is a node setting: write it at the top level, outside tls", key)
 	case l == topLevel && slices.Contains(ruleFields, key):
 		msg += fmt.Sprintf("; %s is a field of a rule: write it in an entry of the rules list", key)
 	case l == ruleLevel && slices.Contains(topFields, key):
@@ -155,6 +170,7 @@ func (d *decoder) config(doc *yaml.Node) *Config {
 		return c
 	}
 	hasRules := false
+	var insecureKey *yaml.Node
 	for _, f := range d.fieldsOf(root, topLevel) {
 		switch f.name {
 		case "name":
@@ -193,6 +209,11 @@ func (d *decoder) config(doc *yaml.Node) *Config {
 			d.setting(f, &c.PersistInterval)
 		case "reconnect_interval":
 			d.setting(f, &c.ReconnectInterval)
+		case "tls":
+			c.TLS = d.tls(f)
+		case "insecure":
+			c.Insecure = d.boolean(f)
+			insecureKey = f.key
 		case "rules":
 			hasRules = true
 			c.Rules = d.rules(f)
@@ -201,7 +222,50 @@ func (d *decoder) config(doc *yaml.Node) *Config {
 	if !hasRules {
 		d.fail(nil, "rules", errRulesEmpty)
 	}
+	if c.TLS != nil && c.Insecure {
+		d.fail(insecureKey, "insecure", errors.New("insecure: true and tls are both set: insecure serves plaintext, for a node without tls"))
+	}
 	return c
+}
+
+// tls reads the tls mapping; nil when it is left out (null).
+func (d *decoder) tls(f field) *TLS {
+	v := f.value
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == nullTag {
+		return nil
+	}
+	if v.Kind != yaml.MappingNode {
+		d.wrongType(f, "a mapping of "+strings.Join(tlsFields, ", "))
+		return nil
+	}
+	t := &TLS{}
+	given := map[string]bool{}
+	for _, tf := range d.fieldsOf(v, tlsLevel) {
+		name := strings.TrimPrefix(tf.name, tlsPrefix)
+		given[name] = tf.value.Kind != yaml.ScalarNode || tf.value.ShortTag() != nullTag
+		switch name {
+		case "cert_file":
+			d.file(tf, &t.CertFile)
+		case "key_file":
+			d.file(tf, &t.KeyFile)
+		case "peer_ca_file":
+			d.file(tf, &t.PeerCAFile)
+		case "client_ca_file":
+			d.file(tf, &t.ClientCAFile)
+		case "require_client_cert":
+			t.RequireClientCert = d.boolean(tf)
+		}
+	}
+	for _, r := range []struct{ field, v, what string }{
+		{"cert_file", t.CertFile, "the node's certificate (PEM), served to clients and peers and presented to peers"},
+		{"key_file", t.KeyFile, "the private key of tls.cert_file (PEM)"},
+		{"peer_ca_file", t.PeerCAFile, "the CA certificates (PEM) whose certificates make peers"},
+	} {
+		if r.v == "" && !given[r.field] {
+			d.fail(f.key, tlsPrefix+r.field, fmt.Errorf("%s%s is required: %s", tlsPrefix, r.field, r.what))
+		}
+	}
+	return t
 }
 
 // rules reads the rules list, converts every rule and validates it.
@@ -355,8 +419,13 @@ func (d *decoder) fieldsOf(m *yaml.Node, l level) []field {
 			continue
 		}
 		name := kr.Value
+		// The fields of tls are named with their mapping: tls.cert_file.
+		fname := name
+		if l == tlsLevel {
+			fname = tlsPrefix + name
+		}
 		if first, dup := seen[name]; dup {
-			d.fail(k, name, fmt.Errorf("mapping key %q already defined at line %d", name, first.Line))
+			d.fail(k, fname, fmt.Errorf("mapping key %q already defined at line %d", name, first.Line))
 			continue
 		}
 		seen[name] = k
@@ -364,9 +433,9 @@ func (d *decoder) fieldsOf(m *yaml.Node, l level) []field {
 		case kr.ShortTag() == mergeTag:
 			merges = append(merges, v)
 		case !slices.Contains(l.fields(), name):
-			d.fail(k, name, l.unknown(name))
+			d.fail(k, fname, l.unknown(name))
 		default:
-			out = append(out, field{key: k, name: name, value: orSelf(resolve(v), v)})
+			out = append(out, field{key: k, name: fname, value: orSelf(resolve(v), v)})
 		}
 	}
 	for _, mv := range merges {
@@ -376,8 +445,12 @@ func (d *decoder) fieldsOf(m *yaml.Node, l level) []field {
 				continue
 			}
 			for _, f := range d.fieldsOf(src, l) {
-				if _, set := seen[f.name]; !set {
-					seen[f.name] = f.key
+				key := strings.TrimPrefix(f.name, tlsPrefix)
+				if l != tlsLevel {
+					key = f.name
+				}
+				if _, set := seen[key]; !set {
+					seen[key] = f.key
 					out = append(out, f)
 				}
 			}
@@ -438,6 +511,14 @@ func (d *decoder) text(f field, dst *string) {
 		return
 	}
 	*dst = s
+}
+
+// file reads a file name into dst: a string, not empty.
+func (d *decoder) file(f field, dst *string) {
+	d.text(f, dst)
+	if *dst == "" && f.value.Kind == yaml.ScalarNode && f.value.ShortTag() == "!!str" {
+		d.fail(f.key, f.name, fmt.Errorf("%s must not be empty: name a PEM file, or leave the field out", f.name))
+	}
 }
 
 // addr reads a HOST:PORT field into dst.

@@ -2,6 +2,8 @@ package configfile
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +17,7 @@ import (
 // for the package: the shape of the document, keys, value types, and bytes
 // that are not YAML. Each error names the line of the node at fault.
 func TestParseStructureErrors(t *testing.T) {
-	const topKnown = "name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, rules"
+	const topKnown = "name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, tls, insecure, rules"
 	const ruleKnown = "name, count, time_window, window_type, sync_interval, allocation, fail_mode, limits, shadow"
 	tests := []struct {
 		name      string
@@ -126,8 +128,30 @@ func TestParseEveryFieldIsRead(t *testing.T) {
 		t.Run(f, func(t *testing.T) {
 			_, err := Parse("f.yaml", []byte(f+": {x: 1}\n"))
 			e, ok := errors.AsType[*Error](err)
-			if !ok || e.Field != f || e.Line != 1 {
+			// tls is a mapping: its unknown field x is tls.x.
+			if !ok || e.Field != f && e.Field != tlsPrefix+"x" || e.Line != 1 {
 				t.Fatalf("error %v, want one about %s on line 1", err, f)
+			}
+		})
+	}
+	for _, f := range tlsFields {
+		t.Run("tls "+f, func(t *testing.T) {
+			var b strings.Builder
+			b.WriteString("tls:\n")
+			for _, other := range tlsFields {
+				switch other {
+				case f:
+				case "require_client_cert":
+					b.WriteString("  require_client_cert: true\n")
+				default:
+					fmt.Fprintf(&b, "  %s: x\n", other)
+				}
+			}
+			fmt.Fprintf(&b, "  %s: {x: 1}\n", f)
+			_, err := Parse("f.yaml", []byte(b.String()+goodRules))
+			e, ok := errors.AsType[*Error](err)
+			if !ok || e.Field != tlsPrefix+f || e.Line != len(tlsFields)+1 {
+				t.Fatalf("error %v, want one about tls.%s on line %d", err, f, len(tlsFields)+1)
 			}
 		})
 	}
@@ -251,6 +275,12 @@ borrow_timeout: 0.1
 strict_bootstrap_wait: 0.5
 persist_interval: 0.000000001
 reconnect_interval: 3600
+tls:
+  cert_file: n.pem
+  key_file: n.key
+  peer_ca_file: peer.pem
+  client_ca_file: client.pem
+  require_client_cert: true
 `+goodRules))
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +301,10 @@ reconnect_interval: 3600
 		got.StrictBootstrapWait != want.StrictBootstrapWait || got.PersistInterval != want.PersistInterval ||
 		got.ReconnectInterval != want.ReconnectInterval || len(got.Join) != 1 || got.Join[0] != "127.0.0.1:7947" {
 		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	if want := (cluster.TLS{CertFile: "n.pem", KeyFile: "n.key", PeerCAFile: "peer.pem", ClientCAFile: "client.pem",
+		RequireClientCert: true}); got.TLS == nil || !reflect.DeepEqual(*got.TLS, want) || got.Insecure {
+		t.Errorf("TLS %+v, Insecure %v; want %+v and false", got.TLS, got.Insecure, want)
 	}
 	if len(got.Rules) != 1 || got.Rules[0].Name != "api" {
 		t.Errorf("rules %+v, want api", got.Rules)

@@ -1,11 +1,18 @@
 // Package configfile reads the YAML config file of `sluice agent --config`:
-// where a node listens, whom it joins, the settings it tunes and the rules
-// it enforces (examples/sluice.yaml shows every field).
+// where a node listens, whom it joins, its TLS (the tls mapping, or
+// insecure: true for plaintext beyond loopback), the settings it tunes and
+// the rules it enforces (examples/sluice.yaml shows every field).
 //
 // Load and Parse return a Config, or errors that name the file, the line,
 // the rule and the field at fault:
 //
 //	examples/bad.yaml:7: rule 2 "api": count must be ≥ 1, got 0
+//
+// The tls mapping names PEM files (cert_file, key_file, peer_ca_file,
+// client_ca_file) and require_client_cert; the file checks that the three
+// it needs are there and that insecure is not set beside it, and the node
+// reads and checks the files themselves when it starts. Its errors name
+// the fields as tls.cert_file.
 //
 // Config.NodeRules and Config.NodeConfig turn a Config into what
 // cluster.Start takes. The file format lives here rather than in package

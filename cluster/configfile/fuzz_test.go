@@ -140,6 +140,9 @@ func checkAccepted(t *testing.T, cfg *Config) {
 			t.Fatalf("accepted %v", err)
 		}
 	}
+	if tc := cfg.TLS; tc != nil && (tc.CertFile == "" || tc.KeyFile == "" || tc.PeerCAFile == "" || cfg.Insecure) {
+		t.Fatalf("accepted tls %+v with insecure %v", *tc, cfg.Insecure)
+	}
 	nc, err := cfg.NodeConfig()
 	if err != nil {
 		t.Fatalf("accepted config fails NodeConfig: %v", err)

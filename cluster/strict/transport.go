@@ -21,7 +21,7 @@ func (g *strictGroup) listen() error {
 		}
 		bind = net.JoinHostPort(host, "0")
 	}
-	lis, err := e.h.Listen(context.Background(), bind)
+	lis, err := e.h.ListenRaft(context.Background(), bind)
 	if err != nil {
 		return fmt.Errorf("sluice: raft_addr: %w", err)
 	}
@@ -35,7 +35,7 @@ func (g *strictGroup) listen() error {
 		advertise = a
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftStream{lis: lis, advertise: advertise, dial: e.h.Dial},
+		Stream:  &raftStream{lis: lis, advertise: advertise, dial: e.h.DialRaft},
 		MaxPool: 8, Timeout: 2 * time.Second, Logger: newRaftLogger(e.log),
 		// No pipelining: hashicorp/raft's pipeline can deadlock after a
 		// stale-term answer (a replication goroutine parked on a response
@@ -53,7 +53,9 @@ func (g *strictGroup) listen() error {
 	return nil
 }
 
-// raftStream is raft's StreamLayer over a listener of the node's network.
+// raftStream is raft's StreamLayer over a listener of the node's network,
+// with the node's TLS when it has one: the node's, not strict mode's, for
+// it holds the certificates.
 type raftStream struct {
 	lis       net.Listener
 	advertise net.Addr

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/connectivity"
 )
 
 // reconcileLoop keeps, while this node leads, the log's rules in line with
@@ -188,6 +189,13 @@ func (g *strictGroup) reconcile() {
 			break
 		}
 		if in[m.id] {
+			continue
+		}
+		if p, ok := g.e.peerByRaftID(string(m.id)); !ok || p.Conn.GetState() != connectivity.Ready {
+			// Not while this node holds no working connection to it: a
+			// member it cannot reach (cut off, or with a certificate it
+			// refuses) would be a voter that never answers. A member
+			// that just joined is tried again at the next round.
 			continue
 		}
 		if err := g.raft.AddVoter(m.id, raft.ServerAddress(m.raftAddr), 0, time.Second).Error(); err != nil {

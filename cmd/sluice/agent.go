@@ -67,6 +67,16 @@ domain per file; the agent then also serves Envoy's rate limit service
 become rules beside those of --config. examples/envoy/README.md shows the
 fields and the Envoy side.
 
+TLS: the config file's tls section (cert_file, key_file, peer_ca_file, and
+optionally client_ca_file and require_client_cert) serves gRPC and the Raft
+transport over TLS. Peers must present a certificate of peer_ca_file to
+sync, to pull state, to forward strict checks and to join the Raft group;
+clients may present one of either CA, and must when require_client_cert is
+true. The files are read again when they change, and on SIGHUP. Without
+tls the agent serves plaintext, and only on loopback addresses unless the
+file says insecure: true (or --insecure is given); either way it warns at
+start.
+
 With --http-addr the node also serves /metrics (Prometheus: per-rule
 decisions and latency, sync traffic per peer, members by state, and the
 Go runtime's and the process's metrics), /healthz (200 while running),
@@ -133,6 +143,7 @@ func agentMain(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	if f.DataDir != "" {
 		attrs = append(attrs, "data_dir", f.DataDir)
 	}
+	attrs = append(attrs, tlsAttrs(f)...)
 	if len(opts.envoyPaths) > 0 {
 		attrs = append(attrs, "envoy_config", strings.Join(opts.envoyPaths, ","))
 	}
@@ -206,6 +217,7 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentOptions, er
 	envoyHeaders := fs.Bool("envoy-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to Envoy responses, as envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED")
 	httpAddr := fs.String("http-addr", "", "serve /metrics, /healthz, /readyz and /debug/pprof/ on `HOST:PORT`; port 0 picks a free port (default: no HTTP)")
 	dataDir := fs.String("data-dir", "", "keep state in this `DIR` across restarts (default: in memory)")
+	plaintext := fs.Bool("insecure", false, "serve plaintext gRPC and Raft beyond loopback, on purpose: whoever reaches them can act as a client or a peer (the file's insecure: true)")
 	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "on stop, wait this long for in-flight calls; 0 cuts them at once")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "log `LEVEL`: debug, info, warn or error")
@@ -238,6 +250,12 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentOptions, er
 	if set["join"] {
 		file.Join = join
 	}
+	if set["insecure"] {
+		if *plaintext && file.TLS != nil {
+			return nil, usageError{fmt.Errorf("--insecure serves plaintext, but %s has a tls section", file.Path)}
+		}
+		file.Insecure = *plaintext
+	}
 	for _, a := range []struct{ flag, value string }{
 		{"grpc-addr", file.GRPCAddr}, {"gossip-addr", file.GossipAddr},
 		{"advertise-addr", file.AdvertiseAddr}, {"http-addr", file.HTTPAddr},
@@ -267,6 +285,9 @@ func parseAgentFlags(args []string, stdout, stderr io.Writer) (*agentOptions, er
 					file.Path, s.field)
 			}
 		}
+	}
+	if err := checkPlaintext(file); err != nil {
+		return nil, err
 	}
 	if *shutdown < 0 {
 		return nil, usageError{fmt.Errorf("--shutdown-timeout must not be negative, got %v", *shutdown)}
@@ -551,6 +572,11 @@ func metricsRegistry(node *cluster.Node, rls *envoyrls.Server) *prometheus.Regis
 // settings need a restart. A file that does not parse leaves the running
 // rules alone, and so do Envoy limits whose rule names meet.
 func (a *agent) reload(ctx context.Context, path string, log *slog.Logger) {
+	// The TLS files of the running node, whatever becomes of the rules;
+	// the file's tls section itself is read at start alone.
+	if err := a.node.ReloadTLS(); err != nil {
+		log.Error("SIGHUP: TLS files not reloaded; the node keeps the certificates it has", "err", err)
+	}
 	builtin := path == "" || path == defaultConfigName
 	if builtin && len(a.envoyPaths) == 0 {
 		log.Warn("SIGHUP: the agent runs on built-in rules; there is no file to reload")

@@ -484,6 +484,7 @@ func TestAgentStartErrors(t *testing.T) {
 		{"http port in use", []string{"--grpc-addr", "127.0.0.1:0", "--http-addr", busy.Addr().String()},
 			"sluice agent: http_addr: listen tcp " + busy.Addr().String() + "…"},
 	}
+	tests = append(tests, agentTLSErrors(t)...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(context.Background(), append([]string{"agent"}, tt.args...)...)
@@ -527,9 +528,9 @@ join: [127.0.0.1:7947]
 		{"flags override the file", []string{"--config", file, "--name", "n2", "--grpc-addr", ":7071",
 			"--gossip-addr", "0.0.0.0:7948", "--advertise-addr", "10.0.0.2:7948", "--http-addr", "",
 			"--join", "dns:sluice.default.svc:7946", "--join", "10.0.0.1:7946, [::1]:7946",
-			"--data-dir", "/tmp/x", "--shutdown-timeout", "0"},
+			"--data-dir", "/tmp/x", "--shutdown-timeout", "0", "--insecure"},
 			configfile.Config{Name: "n2", GRPCAddr: ":7071", GossipAddr: "0.0.0.0:7948", AdvertiseAddr: "10.0.0.2:7948",
-				Join: []string{"dns:sluice.default.svc:7946", "10.0.0.1:7946", "[::1]:7946"}, DataDir: "/tmp/x"}, 0},
+				Join: []string{"dns:sluice.default.svc:7946", "10.0.0.1:7946", "[::1]:7946"}, DataDir: "/tmp/x", Insecure: true}, 0},
 		{"empty --join clears the file's", []string{"--config", file, "--join", ""},
 			configfile.Config{Name: "from-file", GRPCAddr: "127.0.0.1:7070", GossipAddr: "127.0.0.1:7946",
 				HTTPAddr: "127.0.0.1:9090"}, 10 * time.Second},

@@ -16,6 +16,7 @@ import (
 )
 
 const checkUsage = `usage: sluice check [--addr HOST:PORT] --rule RULE --key KEY [--hits N] [--timeout DURATION] [--json]
+                    [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]
 
 Asks a sluice node whether N hits of KEY fit under RULE, spends them if they
 do, and prints the decision on one line:
@@ -36,6 +37,11 @@ With --json an error is one JSON object on stdout instead:
 {"error": "…", "code": "unavailable"} (code: usage, unavailable,
 deadline_exceeded, not_found, invalid_argument, …).
 
+A node that serves TLS (its config file's tls:) is called with --tls-ca,
+the CA of its certificate; one that requires client certificates, with
+--tls-cert and --tls-key as well. The node's certificate must name the
+host of --addr, or --tls-server-name.
+
 Exit status: 0 allowed, 1 refused, 2 error (bad flags, unknown rule, bad
 key or hits, node unreachable).
 
@@ -50,6 +56,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		printFlags(fs)
 	}
 	addr := fs.String("addr", defaultGRPCAddr, "gRPC address of the node, `HOST:PORT`")
+	tf := addTLSFlags(fs)
 	rule := fs.String("rule", "", "`RULE` to check against (required)")
 	key := fs.String("key", "", "`KEY` to check, e.g. user:42 (required)")
 	hits := fs.Int64("hits", 1, "cost of the request; 0 asks without spending")
@@ -68,7 +75,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return usageError{fmt.Errorf("--timeout must be positive, got %v", *timeout)}
 	}
 
-	conn, err := dialNode(*addr)
+	conn, err := dialNode(*addr, tf)
 	if err != nil {
 		return err
 	}

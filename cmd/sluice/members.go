@@ -19,6 +19,7 @@ import (
 )
 
 const membersUsage = `usage: sluice members [--addr HOST:PORT] [--timeout DURATION] [--json]
+                      [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]
 
 Asks the node at --addr (its gRPC address) for the cluster as it sees it
 and prints one member per line, sorted by name:
@@ -41,6 +42,9 @@ one JSON object: {"addr": …, "members": [{"name", "state", "grpc_addr",
 and rules_hash as 16 hex digits. With --json an error is one JSON object
 on stdout too: {"error": "…", "code": "unavailable"}.
 
+A node that serves TLS is called with --tls-ca (and --tls-cert and
+--tls-key where it requires client certificates), as 'sluice check' does.
+
 Exit status: 0 success, 2 error (bad flags, node unreachable).
 
 flags:
@@ -54,6 +58,7 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		printFlags(fs)
 	}
 	addr := fs.String("addr", defaultGRPCAddr, "gRPC address of the node to ask, `HOST:PORT`")
+	tf := addTLSFlags(fs)
 	timeout := fs.Duration("timeout", 2*time.Second, "give up after this long")
 	asJSON := fs.Bool("json", false, "print the members, or the error, as one JSON object")
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -67,7 +72,7 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		return usageError{fmt.Errorf("--timeout must be positive, got %v", *timeout)}
 	}
 
-	conn, err := dialNode(*addr)
+	conn, err := dialNode(*addr, tf)
 	if err != nil {
 		return err
 	}

@@ -11,22 +11,25 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/cluster"
 )
 
 // dialNode returns a client connection to the node at addr, which must be
-// HOST:PORT (a usage error if not). It dials addr as given rather than
-// through gRPC's DNS resolver, so that a failed lookup or connect comes back
-// with its cause ("no such host", "connection refused") instead of the
-// resolver's "produced zero addresses".
-func dialNode(addr string) (*grpc.ClientConn, error) {
+// HOST:PORT (a usage error if not), over TLS when tf says so. It dials addr
+// as given rather than through gRPC's DNS resolver, so that a failed lookup
+// or connect comes back with its cause ("no such host", "connection
+// refused") instead of the resolver's "produced zero addresses".
+func dialNode(addr string, tf *tlsFlags) (*grpc.ClientConn, error) {
 	if err := cluster.CheckHostPort("--addr", addr); err != nil {
 		return nil, usageError{err}
 	}
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := tf.credentials(addr)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--addr %q: %w", addr, err)}
 	}
@@ -90,8 +93,25 @@ func dialCause(desc string) string {
 	desc = strings.TrimPrefix(desc, "transport: ")
 	desc = strings.TrimPrefix(desc, "Error while dialing: ")
 	desc = strings.TrimPrefix(desc, "error while dialing: ")
+	desc = strings.TrimPrefix(desc, "authentication handshake failed: ")
 	desc = dialPrefix.ReplaceAllString(desc, "")
 	switch {
+	case strings.Contains(desc, "first record does not look like a TLS handshake"):
+		return "it serves plaintext, not TLS: call it without --tls-ca, --tls-cert and --tls-key"
+	case strings.HasSuffix(desc, "error reading server preface: EOF") || strings.Contains(desc, "connection closed before server preface"):
+		return "it closed the connection before speaking gRPC: does the node serve TLS? call it with --tls-ca"
+	case strings.HasSuffix(desc, "remote error: tls: certificate required"):
+		return "the node requires a client certificate: call it with --tls-cert and --tls-key"
+	case strings.Contains(desc, "remote error: tls: "):
+		alert := desc[strings.Index(desc, "remote error: tls: ")+len("remote error: "):]
+		if strings.Contains(alert, "certificate") {
+			return "the node refused the client certificate of --tls-cert (" + alert + ")"
+		}
+		return "the node refused the TLS handshake (" + alert + ")"
+	case strings.Contains(desc, "certificate signed by unknown authority"):
+		return desc + "; is --tls-ca the CA of the node's certificate?"
+	case strings.Contains(desc, "x509: certificate is valid for"), strings.Contains(desc, "doesn't contain any IP SANs"):
+		return desc + "; set --tls-server-name to a name it holds"
 	case strings.HasSuffix(desc, "connection refused"):
 		return "connection refused — is the agent running?"
 	case strings.HasSuffix(desc, "no such host"):

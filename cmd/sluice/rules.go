@@ -17,6 +17,7 @@ import (
 )
 
 const rulesUsage = `usage: sluice rules [--addr HOST:PORT] [--timeout DURATION] [--json]
+                    [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]
 
 Asks the node at --addr (its gRPC address) for the rules it enforces, with
 their defaults filled in, and prints them sorted by name, under a line
@@ -38,6 +39,9 @@ one JSON object: {"addr", "node", "rules_hash", "rules": [{"name", "count",
 rule, as in the rule file) and rules_hash as 16 hex digits. With --json an
 error is one JSON object on stdout too: {"error": "…", "code": "unavailable"}.
 
+A node that serves TLS is called with --tls-ca (and --tls-cert and
+--tls-key where it requires client certificates), as 'sluice check' does.
+
 Exit status: 0 success, 2 error (bad flags, node unreachable).
 
 flags:
@@ -51,6 +55,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		printFlags(fs)
 	}
 	addr := fs.String("addr", defaultGRPCAddr, "gRPC address of the node to ask, `HOST:PORT`")
+	tf := addTLSFlags(fs)
 	timeout := fs.Duration("timeout", 2*time.Second, "give up after this long")
 	asJSON := fs.Bool("json", false, "print the rules, or the error, as one JSON object")
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -64,7 +69,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return usageError{fmt.Errorf("--timeout must be positive, got %v", *timeout)}
 	}
 
-	conn, err := dialNode(*addr)
+	conn, err := dialNode(*addr, tf)
 	if err != nil {
 		return err
 	}

@@ -86,10 +86,14 @@ type Host interface {
 	// GRPCAddr is the address the node's gRPC server listens on, "" when
 	// it serves none.
 	GRPCAddr() string
-	// Listen opens a stream listener on the node's network.
-	Listen(ctx context.Context, addr string) (net.Listener, error)
-	// Dial opens a stream to addr on the node's network.
-	Dial(ctx context.Context, addr string) (net.Conn, error)
+	// ListenRaft opens the Raft transport's listener on the node's
+	// network. With the node's TLS, it accepts peers alone (a peer CA's
+	// certificate), each connection once its handshake has completed.
+	ListenRaft(ctx context.Context, addr string) (net.Listener, error)
+	// DialRaft opens a stream to a peer's Raft transport at addr on the
+	// node's network; with the node's TLS, the handshake has completed,
+	// within ctx, and the peer's certificate is a peer CA's.
+	DialRaft(ctx context.Context, addr string) (net.Conn, error)
 	// RegisterService adds a gRPC service to the node's server; a node
 	// without a server drops it.
 	RegisterService(desc *grpc.ServiceDesc, impl any)
