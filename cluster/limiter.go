@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/counter"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -32,7 +33,7 @@ func (n *Node) Limiter(rule string) (*Limiter, error) {
 		return nil, ErrClosed
 	}
 	if n.replica.Table(rule) == nil {
-		return nil, fmt.Errorf("sluice: limiter: %w %q", ErrUnknownRule, rule)
+		return nil, fmt.Errorf("sluice: limiter: %w", counter.UnknownRule(rule))
 	}
 	return &Limiter{n: n, rule: rule}, nil
 }

@@ -28,9 +28,10 @@ type limiterService struct {
 // sluicev1.RegisterLimiterServer.
 //
 // Errors of Check and CheckBatch are gRPC statuses: NotFound for an unknown
-// rule; InvalidArgument for an empty or over-long key, negative hits or hits
-// above the rule's count; Unavailable once the node is closed. Messages name
-// the field and the offending value. Rules does not fail.
+// rule; InvalidArgument for a rule name or key that is not valid UTF-8, an
+// empty or over-long key, negative hits or hits above the rule's count;
+// Unavailable once the node is closed. Messages name the field and the
+// offending value. Rules does not fail.
 func NewLimiterService(n *Node) sluicev1.LimiterServer {
 	return &limiterService{node: n}
 }
@@ -107,11 +108,15 @@ var errEmptyCheck = errors.New("check must not be empty")
 func statusFor(err error, prefix string) error {
 	code := codes.Internal
 	switch {
+	case errors.Is(err, counter.ErrRuleNotUTF8):
+		// Before ErrUnknownRule, which it matches as well: the name is
+		// malformed, not misspelt.
+		code = codes.InvalidArgument
 	case errors.Is(err, counter.ErrUnknownRule):
 		code = codes.NotFound
 	case errors.Is(err, counter.ErrEmptyKey), errors.Is(err, counter.ErrKeyTooLong),
-		errors.Is(err, counter.ErrNegativeHits), errors.Is(err, counter.ErrHitsOverCount),
-		errors.Is(err, errEmptyCheck):
+		errors.Is(err, counter.ErrKeyNotUTF8), errors.Is(err, counter.ErrNegativeHits),
+		errors.Is(err, counter.ErrHitsOverCount), errors.Is(err, errEmptyCheck):
 		code = codes.InvalidArgument
 	case errors.Is(err, ErrClosed):
 		code = codes.Unavailable

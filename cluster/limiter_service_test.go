@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 	"github.com/sluicehq/sluice/window"
 )
@@ -296,6 +297,8 @@ func TestStatusForEveryError(t *testing.T) {
 		want codes.Code
 	}{
 		{fmt.Errorf("%w %q", ErrUnknownRule, "api"), codes.NotFound},
+		{counter.UnknownRule("api\xff"), codes.InvalidArgument},
+		{fmt.Errorf("%w, got byte 0xFF at offset 0", ErrKeyNotUTF8), codes.InvalidArgument},
 		{fmt.Errorf("key %q: %w", "", ErrEmptyKey), codes.InvalidArgument},
 		{fmt.Errorf("hits 7: %w", ErrHitsOverCount), codes.InvalidArgument},
 		{ErrClosed, codes.Unavailable},
