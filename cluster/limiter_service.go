@@ -41,11 +41,26 @@ func (s *limiterService) Check(ctx context.Context, req *sluicev1.CheckRequest) 
 	if req == nil {
 		return nil, statusFor(errEmptyCheck, "")
 	}
+	if err := partRule(req.GetRule()); err != nil {
+		return nil, statusFor(err, "")
+	}
 	d, err := s.node.Allow(ctx, req.GetRule(), req.GetKey(), req.GetHits())
 	if err != nil {
 		return nil, statusFor(err, "")
 	}
 	return decisionToProto(d), nil
+}
+
+// partRule is ErrUnknownRule for the name of a part of a rule with
+// several limits ("api#2"), else nil. The counters hold each part as a
+// table of its own, under that name, but a check under a rule is a check
+// under all its parts: one that named a part alone would pass the rule's
+// other limits by.
+func partRule(rule string) error {
+	if _, ok := window.PartOf(rule); ok {
+		return counter.UnknownRule(rule)
+	}
+	return nil
 }
 
 // CheckBatch validates every check first, so an invalid one fails the batch
@@ -58,7 +73,9 @@ func (s *limiterService) CheckBatch(ctx context.Context, req *sluicev1.CheckBatc
 	for i, c := range checks {
 		err := errEmptyCheck
 		if c != nil {
-			err = s.node.Check(c.GetRule(), c.GetKey(), c.GetHits())
+			if err = partRule(c.GetRule()); err == nil {
+				err = s.node.Check(c.GetRule(), c.GetKey(), c.GetHits())
+			}
 		}
 		if err != nil {
 			return nil, statusFor(err, fmt.Sprintf("checks[%d]: ", i))

@@ -123,7 +123,8 @@ type Config struct {
 	// beside sluice's own, on the same port: the agent serves Envoy's rate
 	// limit service this way. Each is called once, during Start, with the
 	// node, before the server answers any call; a node without GRPCAddr
-	// calls none.
+	// calls none. A service whose handlers check that their strings are
+	// UTF-8 may pass the registrar to AcceptInvalidUTF8.
 	GRPCServices []func(s grpc.ServiceRegistrar, n *Node)
 
 	// GossipTuning, when set, adjusts the memberlist configuration the

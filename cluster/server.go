@@ -32,16 +32,21 @@ func newServer(ctx context.Context, n *Node) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sluice: grpc_addr: %w", err)
 	}
+	codec := newServerCodec()
 	s := &server{
-		grpc:   grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageSize), grpc.ForceServerCodecV2(newPeerCodec())),
+		grpc:   grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageSize), grpc.ForceServerCodecV2(codec)),
 		health: health.NewServer(),
 		lis:    lis,
 		served: make(chan struct{}),
 	}
 	sluicev1.RegisterLimiterServer(s.grpc, NewLimiterService(n))
+	// Limiter's handlers check that a rule and key are UTF-8 (Node.Check,
+	// Node.Allow), and answer InvalidArgument naming the field.
+	codec.lenient.accept(&sluicev1.CheckRequest{}, &sluicev1.CheckBatchRequest{})
 	sluicev1.RegisterPeerServer(s.grpc, &peerService{node: n})
+	reg := &registrar{Server: s.grpc, lenient: codec.lenient}
 	for _, register := range n.cfg.GRPCServices {
-		register(s.grpc, n)
+		register(reg, n)
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
