@@ -13,6 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 	"github.com/sluicehq/sluice/window"
@@ -254,5 +257,58 @@ func BenchmarkServerCodecUnmarshal(b *testing.B) {
 				bc.codec.Unmarshal(data, bc.newMsg())
 			}
 		})
+	}
+}
+
+// TestLenientCopiesEveryKindOfField reads google.protobuf.Struct, whose
+// fields are a map of string keys to messages, a oneof, a list of
+// messages, an enum, a double, a bool and strings, and
+// google.protobuf.FileDescriptorProto (proto2: repeated strings, nested
+// messages, enums, explicit presence) leniently: valid, each reads as
+// protobuf reads it; with a string value that is not UTF-8, it holds the
+// bytes sent; with a map key that is not UTF-8, which stays a string, it
+// is refused as protobuf refuses it.
+func TestLenientCopiesEveryKindOfField(t *testing.T) {
+	l := newLenientUTF8()
+	l.accept(&structpb.Struct{}, &descriptorpb.FileDescriptorProto{})
+	list, err := structpb.NewList([]any{"a", 1.5, true, nil, map[string]any{"deep": []any{"x", "é"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := &structpb.Struct{Fields: map[string]*structpb.Value{
+		"s": structpb.NewStringValue("text"), "n": structpb.NewNumberValue(-2), "b": structpb.NewBoolValue(false),
+		"null": structpb.NewNullValue(), "list": structpb.NewListValue(list), "": structpb.NewStringValue(""),
+	}}
+	file := protodesc.ToFileDescriptorProto(sluicev1.File_sluice_v1_limiter_proto)
+	for _, m := range []proto.Message{valid, file} {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := m.ProtoReflect().New().Interface()
+		if ok, err := l.unmarshal(b, got); !ok || err != nil || !proto.Equal(got, m) {
+			t.Errorf("%T read leniently: %v (%v, %v), want %v", m, got, ok, err, m)
+		}
+	}
+
+	// {"k": "v\xff"} and {"k\xff": "v"}, by hand: protobuf-go writes
+	// neither.
+	entry := func(key, value string) []byte {
+		v := protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), value) // Value.string_value
+		e := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), key)
+		e = protowire.AppendBytes(protowire.AppendTag(e, 2, protowire.BytesType), v)
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), e) // Struct.fields
+	}
+	var got structpb.Struct
+	if ok, err := l.unmarshal(entry("k", "v\xff"), &got); !ok || err != nil || got.GetFields()["k"].GetStringValue() != "v\xff" {
+		t.Errorf("a string value that is not UTF-8: %v (%v, %v)", &got, ok, err)
+	}
+	// (protobuf-go reads a dynamic message by reflection, whose error
+	// says so in words only.)
+	if ok, err := l.unmarshal(entry("k\xff", "v"), &got); !ok || err == nil || !strings.Contains(err.Error(), "invalid UTF-8") {
+		t.Errorf("a map key that is not UTF-8: %v, %v; want protobuf's refusal", ok, err)
+	}
+	if ok, _ := l.unmarshal(entry("k", "v\xff"), &sluicev1.RulesResponse{}); ok {
+		t.Errorf("a type not accepted was read leniently")
 	}
 }

@@ -38,7 +38,8 @@ var fuzzRuleNames = []string{"fixed", "sliding", "multi", "nope", "", "fixed\xff
 // and hits; a batch of it and the checks the input's more describes; and
 // the input's raw bytes as a check and as a batch. It checks that nothing
 // panics; that a request written by hand decodes to the rule, key and
-// hits written, UTF-8 or not; that a refusal is InvalidArgument, NotFound
+// hits written, UTF-8 or not, and any bytes as protobuf-go decodes them
+// (or, where it refuses them for their UTF-8 alone, at all); that a refusal is InvalidArgument, NotFound
 // or ResourceExhausted with a message in UTF-8 that names the field (and
 // in a batch the check's index), and is the one the documented bounds
 // predict; and that an accepted request's checks are all within those
@@ -99,8 +100,19 @@ func FuzzLimiterRequests(f *testing.F) {
 		bresp, err := svc.CheckBatch(ctx, &batch)
 		checkAnswer(t, checks, true, bresp.GetResults(), err)
 
-		// Any bytes at all: decoded or refused, never a panic; what decodes
-		// is answered as the bounds say.
+		// Any bytes at all: decoded as protobuf decodes them, or, refused
+		// by protobuf for a string that is not UTF-8 alone, with the bytes
+		// sent; never a panic. What decodes is answered as the bounds say.
+		for _, m := range []proto.Message{&sluicev1.CheckRequest{}, &sluicev1.CheckBatchRequest{}} {
+			got, want := m, proto.Clone(m)
+			gotErr, wantErr := decode(raw, got), proto.Unmarshal(raw, want)
+			switch {
+			case wantErr == nil && (gotErr != nil || !proto.Equal(got, want)):
+				t.Fatalf("%q as %T: the server's codec read %v (%v), protobuf %v", raw, m, got, gotErr, want)
+			case wantErr != nil && !invalidUTF8(wantErr) && gotErr == nil:
+				t.Fatalf("%q as %T: the server's codec read %v, which protobuf refuses: %v", raw, m, got, wantErr)
+			}
+		}
 		var rawOne sluicev1.CheckRequest
 		if decode(raw, &rawOne) == nil {
 			resp, err := svc.Check(ctx, &rawOne)
