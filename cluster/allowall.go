@@ -85,7 +85,7 @@ func (n *Node) allowAll(ctx context.Context, checks []Check, tickets *[]counter.
 		t := n.replica.Table(c.Rule)
 		err := n.replica.Check(c.Rule, c.Key, c.Hits)
 		if t == nil && err == nil {
-			err = fmt.Errorf("%w %q", ErrUnknownRule, c.Rule) // removed by a Reload meanwhile
+			err = counter.UnknownRule(c.Rule) // removed by a Reload meanwhile
 		}
 		if err != nil {
 			n.countError(x, checks[which(i)-1].Rule)

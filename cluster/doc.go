@@ -64,9 +64,11 @@
 // (peers.go, peer_service.go), membership (membership.go, meta.go,
 // reconnect.go, restart_detect.go), the clock and skew (clock.go,
 // clockskew.go), persistence (persist.go), the gRPC server and its Limiter
-// service (server.go, limiter_service.go), TLS and who may call the peer
-// services (tls.go; the files, their reloading and the TLS configurations
-// are package cluster/internal/nodetls), metrics (metrics.go, the
+// service (server.go, limiter_service.go), the codecs the server reads
+// requests with (peercodec.go; lenient.go, for a string that is not
+// UTF-8), TLS and who may call the peer services (tls.go; the files, their
+// reloading and the TLS configurations are package cluster/internal/nodetls),
+// metrics (metrics.go, the
 // node-wide counters; stats.go, per rule, path and peer) and HTTP. Strict mode
 // is package cluster/strict; the node reaches it only through the
 // interfaces of cluster/internal/strictapi (strictmode.go), and the two

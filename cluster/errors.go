@@ -29,6 +29,12 @@ var (
 	ErrEmptyKey = counter.ErrEmptyKey
 	// ErrKeyTooLong: the key is longer than counter.MaxKeyLen bytes.
 	ErrKeyTooLong = counter.ErrKeyTooLong
+	// ErrKeyNotUTF8: the key is not valid UTF-8. Keys are protobuf strings
+	// on the wire, in the store and in the strict log, which must be UTF-8.
+	ErrKeyNotUTF8 = counter.ErrKeyNotUTF8
+	// ErrRuleNotUTF8: the rule name is not valid UTF-8. No rule has such a
+	// name, so the error matches ErrUnknownRule too.
+	ErrRuleNotUTF8 = counter.ErrRuleNotUTF8
 	// ErrNegativeHits: the check's hits are below 0.
 	ErrNegativeHits = counter.ErrNegativeHits
 	// ErrHitsOverCount: the check's hits exceed the rule's count, so no

@@ -29,6 +29,9 @@ func TestErrorsFromThePackageUsersImport(t *testing.T) {
 		{"unknown rule", "apj", "user:1", 1, ErrUnknownRule},
 		{"empty key", "api", "", 1, ErrEmptyKey},
 		{"key too long", "api", strings.Repeat("k", counter.MaxKeyLen+1), 1, ErrKeyTooLong},
+		{"key not UTF-8", "api", "user:\xff", 1, ErrKeyNotUTF8},
+		{"rule not UTF-8", "api\xff", "user:1", 1, ErrRuleNotUTF8},
+		{"rule not UTF-8 is unknown", "api\xff", "user:1", 1, ErrUnknownRule},
 		{"negative hits", "api", "user:1", -1, ErrNegativeHits},
 		{"hits over the count", "api", "user:1", 6, ErrHitsOverCount},
 	} {

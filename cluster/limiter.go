@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/counter"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -31,8 +32,10 @@ func (n *Node) Limiter(rule string) (*Limiter, error) {
 	if n.isClosing.Load() {
 		return nil, ErrClosed
 	}
-	if n.replica.Table(rule) == nil {
-		return nil, fmt.Errorf("sluice: limiter: %w %q", ErrUnknownRule, rule)
+	if _, part := window.PartOf(rule); part || n.replica.Table(rule) == nil {
+		// A part of a rule with several limits has a table, but is no
+		// rule: see partRule.
+		return nil, fmt.Errorf("sluice: limiter: %w", counter.UnknownRule(rule))
 	}
 	return &Limiter{n: n, rule: rule}, nil
 }

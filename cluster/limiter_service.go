@@ -28,9 +28,10 @@ type limiterService struct {
 // sluicev1.RegisterLimiterServer.
 //
 // Errors of Check and CheckBatch are gRPC statuses: NotFound for an unknown
-// rule; InvalidArgument for an empty or over-long key, negative hits or hits
-// above the rule's count; Unavailable once the node is closed. Messages name
-// the field and the offending value. Rules does not fail.
+// rule; InvalidArgument for a rule name or key that is not valid UTF-8, an
+// empty or over-long key, negative hits or hits above the rule's count;
+// Unavailable once the node is closed. Messages name the field and the
+// offending value. Rules does not fail.
 func NewLimiterService(n *Node) sluicev1.LimiterServer {
 	return &limiterService{node: n}
 }
@@ -40,11 +41,26 @@ func (s *limiterService) Check(ctx context.Context, req *sluicev1.CheckRequest) 
 	if req == nil {
 		return nil, statusFor(errEmptyCheck, "")
 	}
+	if err := partRule(req.GetRule()); err != nil {
+		return nil, statusFor(err, "")
+	}
 	d, err := s.node.Allow(ctx, req.GetRule(), req.GetKey(), req.GetHits())
 	if err != nil {
 		return nil, statusFor(err, "")
 	}
 	return decisionToProto(d), nil
+}
+
+// partRule is ErrUnknownRule for the name of a part of a rule with
+// several limits ("api#2"), else nil. The counters hold each part as a
+// table of its own, under that name, but a check under a rule is a check
+// under all its parts: one that named a part alone would pass the rule's
+// other limits by.
+func partRule(rule string) error {
+	if _, ok := window.PartOf(rule); ok {
+		return counter.UnknownRule(rule)
+	}
+	return nil
 }
 
 // CheckBatch validates every check first, so an invalid one fails the batch
@@ -57,7 +73,9 @@ func (s *limiterService) CheckBatch(ctx context.Context, req *sluicev1.CheckBatc
 	for i, c := range checks {
 		err := errEmptyCheck
 		if c != nil {
-			err = s.node.Check(c.GetRule(), c.GetKey(), c.GetHits())
+			if err = partRule(c.GetRule()); err == nil {
+				err = s.node.Check(c.GetRule(), c.GetKey(), c.GetHits())
+			}
 		}
 		if err != nil {
 			return nil, statusFor(err, fmt.Sprintf("checks[%d]: ", i))
@@ -107,11 +125,15 @@ var errEmptyCheck = errors.New("check must not be empty")
 func statusFor(err error, prefix string) error {
 	code := codes.Internal
 	switch {
+	case errors.Is(err, counter.ErrRuleNotUTF8):
+		// Before ErrUnknownRule, which it matches as well: the name is
+		// malformed, not misspelt.
+		code = codes.InvalidArgument
 	case errors.Is(err, counter.ErrUnknownRule):
 		code = codes.NotFound
 	case errors.Is(err, counter.ErrEmptyKey), errors.Is(err, counter.ErrKeyTooLong),
-		errors.Is(err, counter.ErrNegativeHits), errors.Is(err, counter.ErrHitsOverCount),
-		errors.Is(err, errEmptyCheck):
+		errors.Is(err, counter.ErrKeyNotUTF8), errors.Is(err, counter.ErrNegativeHits),
+		errors.Is(err, counter.ErrHitsOverCount), errors.Is(err, errEmptyCheck):
 		code = codes.InvalidArgument
 	case errors.Is(err, ErrClosed):
 		code = codes.Unavailable

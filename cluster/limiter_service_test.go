@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/counter"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 	"github.com/sluicehq/sluice/window"
 )
@@ -173,6 +174,31 @@ func TestLimiterServiceCheckErrors(t *testing.T) {
 	}
 }
 
+// TestLimiterServiceRefusesParts: the part of a rule with several limits
+// that the counters hold under the name "burst#2" is no rule a client may
+// check alone, which would pass the rule's first limit by.
+func TestLimiterServiceRefusesParts(t *testing.T) {
+	burst := window.Rule{Name: "burst", Count: 2, Window: time.Second, Type: window.Fixed, SyncInterval: 200 * time.Millisecond,
+		Also: []window.Limit{{Count: 10, Window: time.Minute}}}
+	client, _, node := startLimiterNode(t, burst)
+	ctx := context.Background()
+	_, err := client.Check(ctx, &sluicev1.CheckRequest{Rule: "burst#2", Key: "k", Hits: 1})
+	if st := status.Convert(err); st.Code() != codes.NotFound || st.Message() != `unknown rule "burst#2"` {
+		t.Errorf("Check of a part: %v, want NotFound naming it", err)
+	}
+	_, err = client.CheckBatch(ctx, &sluicev1.CheckBatchRequest{Checks: []*sluicev1.CheckRequest{
+		{Rule: "burst", Key: "k", Hits: 1}, {Rule: "burst#2", Key: "k", Hits: 1}}})
+	if st := status.Convert(err); st.Code() != codes.NotFound || st.Message() != `checks[1]: unknown rule "burst#2"` {
+		t.Errorf("CheckBatch with a part: %v, want NotFound naming it", err)
+	}
+	if _, err := node.Limiter("burst#2"); !errors.Is(err, ErrUnknownRule) {
+		t.Errorf("Limiter of a part: %v, want ErrUnknownRule", err)
+	}
+	if d, err := client.Check(ctx, &sluicev1.CheckRequest{Rule: "burst", Key: "k", Hits: 0}); err != nil || d.GetRemaining() != 2 {
+		t.Errorf("the rule: %v, %v; want 2 left, nothing spent", d, err)
+	}
+}
+
 func TestLimiterServiceCheckBatch(t *testing.T) {
 	req := func(rule, key string, hits int64) *sluicev1.CheckRequest {
 		return &sluicev1.CheckRequest{Rule: rule, Key: key, Hits: hits}
@@ -296,6 +322,8 @@ func TestStatusForEveryError(t *testing.T) {
 		want codes.Code
 	}{
 		{fmt.Errorf("%w %q", ErrUnknownRule, "api"), codes.NotFound},
+		{counter.UnknownRule("api\xff"), codes.InvalidArgument},
+		{fmt.Errorf("%w, got byte 0xFF at offset 0", ErrKeyNotUTF8), codes.InvalidArgument},
 		{fmt.Errorf("key %q: %w", "", ErrEmptyKey), codes.InvalidArgument},
 		{fmt.Errorf("hits 7: %w", ErrHitsOverCount), codes.InvalidArgument},
 		{ErrClosed, codes.Unavailable},

@@ -135,7 +135,8 @@ type Config struct {
 	// beside sluice's own, on the same port: the agent serves Envoy's rate
 	// limit service this way. Each is called once, during Start, with the
 	// node, before the server answers any call; a node without GRPCAddr
-	// calls none.
+	// calls none. A service whose handlers check that their strings are
+	// UTF-8 may pass the registrar to AcceptInvalidUTF8.
 	GRPCServices []func(s grpc.ServiceRegistrar, n *Node)
 
 	// GossipTuning, when set, adjusts the memberlist configuration the
@@ -443,7 +444,8 @@ func (n *Node) Ready() bool { return n.ready.Load() && !n.isClosing.Load() }
 //
 // Errors, deciding nothing: ErrClosed once the node is closing; ctx's error
 // when ctx has ended before the check (or, for a check that waits, while it
-// waits); ErrUnknownRule, ErrEmptyKey, ErrKeyTooLong, ErrNegativeHits and
+// waits); ErrUnknownRule (with ErrRuleNotUTF8 for a name that is not
+// UTF-8), ErrEmptyKey, ErrKeyTooLong, ErrKeyNotUTF8, ErrNegativeHits and
 // ErrHitsOverCount for a check that could never be decided (for a strict
 // rule, ErrHitsOverCount also when the rule as the log has it, from the
 // leader's configuration, has a smaller count, whichever node leads); and,
@@ -536,7 +538,7 @@ func (n *Node) Check(rule, key string, hits int64) error {
 func (n *Node) View(rule, key string) (own, view window.Counts, err error) {
 	t := n.replica.Table(rule)
 	if t == nil {
-		return own, view, fmt.Errorf("%w %q", counter.ErrUnknownRule, rule)
+		return own, view, counter.UnknownRule(rule)
 	}
 	own, view = t.Counts(key, n.now())
 	return own, view, nil

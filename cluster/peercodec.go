@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"fmt"
+
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/cluster/internal/wire"
 	"github.com/sluicehq/sluice/counter"
@@ -21,9 +24,23 @@ type rawDelta struct{ b []byte }
 // wire, written and read by wire.AppendDelta and wire.ParseDelta. Its name is that of
 // the protobuf codec, so peers that marshal sluice.v1.Delta themselves
 // understand it.
-type peerCodec struct{ proto encoding.CodecV2 }
+//
+// The server's codec also decodes the request types lenient accepts when
+// protobuf-go refuses one for a string that is not UTF-8 (see
+// AcceptInvalidUTF8); a client's has no lenient.
+type peerCodec struct {
+	proto   encoding.CodecV2
+	lenient *lenientUTF8
+}
 
 func newPeerCodec() peerCodec { return peerCodec{proto: encoding.GetCodecV2(protoCodecName)} }
+
+// newServerCodec is the codec of a node's server.
+func newServerCodec() peerCodec {
+	c := newPeerCodec()
+	c.lenient = newLenientUTF8()
+	return c
+}
 
 // protoCodecName is the name gRPC's protobuf codec registers under.
 const protoCodecName = "proto"
@@ -43,5 +60,19 @@ func (c peerCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		r.b = data.Materialize()
 		return nil
 	}
-	return c.proto.Unmarshal(data, v)
+	err := c.proto.Unmarshal(data, v)
+	if err == nil || c.lenient == nil || !invalidUTF8(err) {
+		return err
+	}
+	m, ok := v.(proto.Message)
+	if !ok {
+		return err
+	}
+	switch ok, lerr := c.lenient.unmarshal(data.Materialize(), m); {
+	case !ok:
+		return err
+	case lerr != nil:
+		return fmt.Errorf("%w (read with bytes for strings: %w)", err, lerr)
+	}
+	return nil
 }

@@ -32,7 +32,8 @@ func newServer(ctx context.Context, n *Node) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sluice: grpc_addr: %w", err)
 	}
-	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageSize), grpc.ForceServerCodecV2(newPeerCodec())},
+	codec := newServerCodec()
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageSize), grpc.ForceServerCodecV2(codec)},
 		n.serverOptions()...)
 	s := &server{
 		grpc:   grpc.NewServer(opts...),
@@ -41,9 +42,13 @@ func newServer(ctx context.Context, n *Node) (*server, error) {
 		served: make(chan struct{}),
 	}
 	sluicev1.RegisterLimiterServer(s.grpc, NewLimiterService(n))
+	// Limiter's handlers check that a rule and key are UTF-8 (Node.Check,
+	// Node.Allow), and answer InvalidArgument naming the field.
+	codec.lenient.accept(&sluicev1.CheckRequest{}, &sluicev1.CheckBatchRequest{})
 	sluicev1.RegisterPeerServer(s.grpc, &peerService{node: n})
+	reg := &registrar{Server: s.grpc, lenient: codec.lenient}
 	for _, register := range n.cfg.GRPCServices {
-		register(s.grpc, n)
+		register(reg, n)
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)

@@ -39,6 +39,10 @@ func TestAllowErrors(t *testing.T) {
 		{"unknown rule", "nope", "k", 1, ErrUnknownRule},
 		{"empty key", "api", "", 1, ErrEmptyKey},
 		{"long key", "api", strings.Repeat("k", MaxKeyLen+1), 1, ErrKeyTooLong},
+		{"key not UTF-8", "api", "user:\xff", 1, ErrKeyNotUTF8},
+		{"key cut inside a rune", "api", "é"[:1], 1, ErrKeyNotUTF8},
+		{"key with a surrogate", "api", "\xed\xa0\x80", 1, ErrKeyNotUTF8},
+		{"rule not UTF-8", "api\xff", "k", 1, ErrRuleNotUTF8},
 		{"negative hits", "api", "k", -1, ErrNegativeHits},
 		{"hits over count", "api", "k", 11, ErrHitsOverCount},
 	}
@@ -48,7 +52,32 @@ func TestAllowErrors(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Allow() error = %v, want %v", err, tt.want)
 			}
+			if check := r.Check(tt.rule, tt.key, tt.hits); check == nil || check.Error() != err.Error() {
+				t.Fatalf("Check() = %v, Allow() %v", check, err)
+			}
+			// The paths a node's batched checks take, which leave the
+			// key's UTF-8 to the table (Table.check).
+			if _, _, decide := r.Decide(t0, tt.rule, tt.key, tt.hits, 0, nil); decide == nil || decide.Error() != err.Error() {
+				t.Fatalf("Decide() = %v, Allow() %v", decide, err)
+			}
+			if _, _, reserve := r.Reserve(t0, tt.rule, tt.key, tt.hits); reserve == nil || reserve.Error() != err.Error() {
+				t.Fatalf("Reserve() = %v, Allow() %v", reserve, err)
+			}
 		})
+	}
+	if own, view := r.Table("api").Counts("user:\xff", t0); own != (window.Counts{}) || view != (window.Counts{}) {
+		t.Errorf("a key that is not UTF-8 was counted: own %+v, view %+v", own, view)
+	}
+	for _, tt := range []struct{ rule, key, text string }{
+		{"api", "user:\xff", "key must be valid UTF-8, got byte 0xFF at offset 5"},
+		{"api\xff", "k", `unknown rule "api\xff": rule must be valid UTF-8`},
+	} {
+		if _, err := r.Allow(t0, tt.rule, tt.key, 1); err == nil || err.Error() != tt.text {
+			t.Errorf("Allow(%q, %q) = %v, want %q", tt.rule, tt.key, err, tt.text)
+		}
+	}
+	if _, err := r.Allow(t0, "api\xff", "k", 1); !errors.Is(err, ErrUnknownRule) {
+		t.Errorf("a rule name that is not UTF-8 is unknown too: %v", err)
 	}
 	if _, err := r.Allow(t0, "api", strings.Repeat("k", MaxKeyLen), 10); err != nil {
 		t.Fatalf("a key of exactly %d bytes and hits = count: %v", MaxKeyLen, err)
@@ -221,6 +250,10 @@ func TestReceiveRejectsMalformed(t *testing.T) {
 			Rules: []RuleDelta{{Rule: "api", Entries: []Entry{{Key: "k", Window: window.Index(t0, time.Second), Admitted: -5}}}}}, true},
 		{"unknown rule skipped", Delta{From: Incarnation{Node: "b"}, Incarnations: []Incarnation{{Node: "b"}},
 			Rules: []RuleDelta{{Rule: "other", Entries: []Entry{{Key: "k"}}}}}, true},
+		// A node of an earlier version admitted such keys; counted here,
+		// one would keep this node from saving its counts.
+		{"key not UTF-8 dropped", Delta{From: Incarnation{Node: "b"}, Incarnations: []Incarnation{{Node: "b"}},
+			Rules: []RuleDelta{{Rule: "api", Entries: []Entry{{Key: "k\xff", Window: window.Index(t0, time.Second), Admitted: 3}}}}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,8 +263,10 @@ func TestReceiveRejectsMalformed(t *testing.T) {
 			}
 		})
 	}
-	if _, view := r.Table("api").Counts("k", t0); view != (window.Counts{}) {
-		t.Fatalf("malformed deltas changed the view: %+v", view)
+	for _, key := range []string{"k", "k\xff"} {
+		if _, view := r.Table("api").Counts(key, t0); view != (window.Counts{}) {
+			t.Fatalf("malformed deltas changed the view of %q: %+v", key, view)
+		}
 	}
 }
 

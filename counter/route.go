@@ -2,7 +2,6 @@ package counter
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 
 	"github.com/sluicehq/sluice/window"
@@ -125,22 +124,22 @@ func (r *Replica) DecideAgain(now int64, rule, key string, hits, waiting int64, 
 func (r *Replica) decide(now int64, rule, key string, hits, waiting int64, how asking, tk *Ticket) (d window.Decision, ask *Outbound, err error) {
 	t := (*r.tables.Load())[rule]
 	if t == nil {
-		return d, nil, fmt.Errorf("%w %q", ErrUnknownRule, rule)
+		return d, nil, UnknownRule(rule)
 	}
 	if err := t.check(key, hits); err != nil {
 		return d, nil, err
 	}
-	d, asked := t.try(key, now, hits, how, tk)
+	d, asked, err := t.try(key, now, hits, how, tk)
 	d.At = now
-	if !asked {
-		return d, nil, nil
+	if !asked || err != nil {
+		return d, nil, err
 	}
 	q, ok := t.question(key, now, hits, waiting)
 	if !ok {
 		// The owner left between the decision and the question.
-		d, _ = t.try(key, now, hits, askLost, tk)
+		d, _, err = t.try(key, now, hits, askLost, tk)
 		d.At = now
-		return d, nil, nil
+		return d, nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -171,7 +170,7 @@ const (
 func (r *Replica) Settle(now int64, rule, key string, hits int64, outcome Outcome, tk *Ticket) (window.Decision, error) {
 	t := (*r.tables.Load())[rule]
 	if t == nil {
-		return window.Decision{}, fmt.Errorf("%w %q", ErrUnknownRule, rule)
+		return window.Decision{}, UnknownRule(rule)
 	}
 	how := askLost
 	switch outcome {
@@ -180,9 +179,9 @@ func (r *Replica) Settle(now int64, rule, key string, hits int64, outcome Outcom
 	case Late:
 		how = askLate
 	}
-	d, _ := t.try(key, now, hits, how, tk)
+	d, _, err := t.try(key, now, hits, how, tk)
 	d.At = now
-	return d, nil
+	return d, err
 }
 
 // question is the report that asks key's owner for hits, with waiting

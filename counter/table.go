@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/window"
 )
@@ -193,13 +194,17 @@ func (t *Table) shardOf(key string) (*shard, uint64) {
 }
 
 // lookup returns the slot for key, whose hash is h, creating it if create
-// is set (nil only when the shard holds maxShardSlots keys); the caller
-// holds sh.mu.
+// is set (nil only when the shard holds maxShardSlots keys, or for a key
+// that is not valid UTF-8); the caller holds sh.mu.
+//
+// A slot is made here alone, so every key a table holds is valid UTF-8,
+// as the wire and the store need, and a check of a key the table holds
+// need not read the key's bytes again (see Table.check).
 func (sh *shard) lookup(key string, h uint64, idx int64, create bool) *slot {
 	if i, ok := sh.keys.find(h, key, sh.slots); ok {
 		return &sh.slots[i]
 	}
-	if !create {
+	if !create || !utf8.ValidString(key) {
 		return nil
 	}
 	// Clone so that a key sliced from a large request buffer does not pin it.
@@ -227,10 +232,12 @@ func (sh *shard) lookup(key string, h uint64, idx int64, create bool) *slot {
 }
 
 // Allow decides whether hits for key fit at moment now and records them if
-// they do. hits must be in [0, Count]; the Replica checks that.
+// they do. The key and hits must pass Replica.Check, which the Replica
+// sees to; a key the table does not hold that is not valid UTF-8 is
+// refused and not counted.
 func (t *Table) Allow(key string, now, hits int64) window.Decision {
 	var tk Ticket // a ticket, so that the decision is not tallied
-	d, _ := t.try(key, now, hits, askNever, &tk)
+	d, _, _ := t.try(key, now, hits, askNever, &tk)
 	return d
 }
 
@@ -260,13 +267,20 @@ const (
 // records them if they do, setting a non-nil tk to where; ask reports a
 // check left undecided for the owner. A decision for a check that brings
 // no ticket is counted in the shard's tally (Allow brings one of its own).
-func (t *Table) try(key string, now, hits int64, how asking, tk *Ticket) (d window.Decision, ask bool) {
+// The check must have passed Table.check; a key the table does not hold
+// yet is refused with ErrKeyNotUTF8 if it is not valid UTF-8.
+func (t *Table) try(key string, now, hits int64, how asking, tk *Ticket) (d window.Decision, ask bool, err error) {
 	idx, elapsed := window.Position(now, t.rule.Window)
 	live := t.live.Load()
 	sh, h := t.shardOf(key)
 	sh.mu.Lock()
 	s := sh.lookup(key, h, idx, true)
 	if s == nil {
+		if !utf8.ValidString(key) {
+			// A new key that is not UTF-8, which no slot may hold.
+			sh.mu.Unlock()
+			return d, false, keyNotUTF8(key)
+		}
 		// The shard is full (a billion keys): decided as a key seen for the
 		// first time, and not remembered.
 		d = t.rule.DecideAt(window.Counts{}, elapsed, hits)
@@ -274,7 +288,7 @@ func (t *Table) try(key string, now, hits int64, how asking, tk *Ticket) (d wind
 			t.count(sh, d.Allowed)
 		}
 		sh.mu.Unlock()
-		return d, false
+		return d, false, nil
 	}
 	s.roll(idx, t.rule.Window, t.opening())
 	owned := t.owns()
@@ -296,7 +310,7 @@ func (t *Table) try(key string, now, hits int64, how asking, tk *Ticket) (d wind
 		}
 	}
 	sh.mu.Unlock()
-	return d, ask
+	return d, ask, nil
 }
 
 // decideByOwner decides a check of an owner-allocated key in its current

@@ -1,8 +1,6 @@
 package counter
 
 import (
-	"fmt"
-
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -84,15 +82,15 @@ func (r *Replica) Refund(tk *Ticket, now int64) int64 {
 func (r *Replica) Reserve(now int64, rule, key string, hits int64) (window.Decision, Ticket, error) {
 	t := (*r.tables.Load())[rule]
 	if t == nil {
-		return window.Decision{}, Ticket{}, fmt.Errorf("%w %q", ErrUnknownRule, rule)
+		return window.Decision{}, Ticket{}, UnknownRule(rule)
 	}
 	if err := t.check(key, hits); err != nil {
 		return window.Decision{}, Ticket{}, err
 	}
 	var tk Ticket
-	d, _ := t.try(key, now, hits, askNever, &tk)
+	d, _, err := t.try(key, now, hits, askNever, &tk)
 	d.At = now
-	return d, tk, nil
+	return d, tk, err
 }
 
 // refund gives back tk's hits at moment now; see Replica.Refund.

@@ -5,16 +5,21 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/cluster"
 )
 
-// FuzzParse checks that Parse never panics and either rejects a file with
-// errors that each name the file and a line inside it, or returns a config
-// whose rules and settings all validate. Seeds: the example configs, the
-// agent's built-in config, and testdata/fuzz/FuzzParse.
+// FuzzParse checks that Parse never panics, that parsing the same bytes
+// twice gives the same config or the same errors, and that it either
+// rejects a file with an *Error, or *Errors joined, each naming the file
+// and a line inside it (only the parser's own errors and a file that says
+// nothing of its rules have none), or returns a config whose rules and
+// settings all validate. Seeds: the example configs, the agent's built-in
+// config, and testdata/fuzz/FuzzParse.
 func FuzzParse(f *testing.F) {
 	var examples []string
 	for _, pattern := range []string{"../../examples/*.yaml", "../../examples/*/*.yaml", "../../cmd/sluice/*.yaml"} {
@@ -36,9 +41,12 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("fuzz.yaml", data)
-		_, again := Parse("fuzz.yaml", data)
+		cfg2, again := Parse("fuzz.yaml", data)
 		if errText(err) != errText(again) {
 			t.Fatalf("two parses disagree:\n%v\n---\n%v", err, again)
+		}
+		if !reflect.DeepEqual(cfg, cfg2) {
+			t.Fatalf("two parses give different configs:\n%+v\n---\n%+v", cfg, cfg2)
 		}
 		if err != nil {
 			if cfg != nil {
@@ -81,7 +89,25 @@ func checkErrors(t *testing.T, data []byte, err error) {
 		if e.Line < 0 || lines > 0 && e.Line > lines {
 			t.Fatalf("error %q names line %d of a file of %d lines", e, e.Line, lines)
 		}
+		if e.Line == 0 && !lineless(e) {
+			t.Fatalf("error %q names no line", e)
+		}
 	}
+}
+
+// lineless reports whether e is one of the errors that have no line of
+// their own: the YAML parser's (its text says where it stopped), a panic
+// of the parser caught, and a file or document that holds no rules, which
+// is about what the file leaves out.
+func lineless(e *Error) bool {
+	text := e.Err.Error()
+	switch {
+	case strings.HasPrefix(text, "yaml: "), strings.HasPrefix(text, "malformed YAML: "):
+		return e.Field == "" && e.Rule == 0
+	case e.Field == "rules":
+		return e.Rule == 0 && strings.HasPrefix(text, "rules: ")
+	}
+	return false
 }
 
 // lineCount is the number of lines in data as YAML counts them, or 0 when

@@ -3,6 +3,9 @@ package envoyrls
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/counter"
 )
 
 // matchConfig is the tree the matching tests walk.
@@ -169,5 +172,32 @@ func TestNames(t *testing.T) {
 	k2 := checkKey(entries, matched)
 	if len(k1) != 1024 || len(k2) != 1024 || k1 == k2 || !strings.HasPrefix(k1, "k=vvv") {
 		t.Errorf("long keys of %d and %d bytes, equal %v; want 1024 each, different", len(k1), len(k2), k1 == k2)
+	}
+
+	// Keys a node takes: UTF-8 and at most 1024 bytes, one per value.
+	seen := map[string]string{}
+	for _, v := range []string{
+		"ok", "é", "\xff", "\xfe", "a\xffb", "a\xfeb", "\xed\xa0\x80", "a?b", "?",
+		strings.Repeat("é", 600),           // cut inside a rune
+		strings.Repeat("é", 600) + "x",     // another long one
+		strings.Repeat("v", 1500) + "\xff", // long, not UTF-8 past the cut
+		strings.Repeat("v", 1500) + "\xfe",
+		strings.Repeat("\xff", 10),
+		strings.Repeat("\xff", 9) + "\xfe",
+	} {
+		key := checkKey(desc("k", v).Entries, matched)
+		if !utf8.ValidString(key) || len(key) == 0 || len(key) > counter.MaxKeyLen {
+			t.Errorf("value %q: key %q (%d bytes) is not one a node takes", v, key, len(key))
+		}
+		if other, ok := seen[key]; ok {
+			t.Errorf("values %q and %q share the key %q", other, v, key)
+		}
+		seen[key] = v
+		if again := checkKey(desc("k", v).Entries, matched); again != key {
+			t.Errorf("value %q: key %q, then %q", v, key, again)
+		}
+	}
+	if got := checkKey(desc("k", "a\xffb").Entries, matched); !strings.HasPrefix(got, "k=a?b#") || len(got) != len("k=a?b#")+32 {
+		t.Errorf("a value that is not UTF-8 is counted under %q, want k=a?b# and a hash", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"unicode/utf8"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
@@ -57,9 +58,11 @@ const keyHashLen = counter.MaxKeyLen - 1 - 2*16
 // and '\' in values escaped, so that distinct values never share a key.
 // An entry matched by a share_threshold wildcard counts under the pattern
 // instead of its value: every value it matches shares one count, as
-// envoyproxy/ratelimit's cache key does. A key longer than sluice takes is
-// cut and ends in a hash of the whole (128 bits, so that no client can
-// make its key collide with another's).
+// envoyproxy/ratelimit's cache key does. A key longer than sluice takes,
+// or one that is not valid UTF-8, which sluice does not take either (an
+// Envoy header value may hold any byte above 0x7F), is cut, made UTF-8 and
+// ends in a hash of the whole (128 bits, so that no client can make its
+// key collide with another's).
 func checkKey(entries []*ratelimitv3.RateLimitDescriptor_Entry, matched []*tree) string {
 	var b strings.Builder
 	for i, e := range entries {
@@ -80,9 +83,12 @@ func checkKey(entries []*ratelimitv3.RateLimitDescriptor_Entry, matched []*tree)
 		}
 	}
 	key := b.String()
-	if len(key) <= counter.MaxKeyLen {
+	if len(key) <= counter.MaxKeyLen && utf8.ValidString(key) {
 		return key
 	}
 	sum := sha256.Sum256([]byte(key))
-	return key[:keyHashLen] + "#" + hex.EncodeToString(sum[:16])
+	// '?' for each run of bytes that are not UTF-8, a rune cut at the end
+	// too: never longer than what it replaces.
+	head := strings.ToValidUTF8(key[:min(len(key), keyHashLen)], "?")
+	return head + "#" + hex.EncodeToString(sum[:16])
 }

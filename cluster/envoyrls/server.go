@@ -83,8 +83,17 @@ func NewServer(n *cluster.Node, l *Limits, o Options) *Server {
 	return s
 }
 
-// Register registers the service on r.
-func (s *Server) Register(r grpc.ServiceRegistrar) { rlsv3.RegisterRateLimitServiceServer(r, s) }
+// Register registers the service on r. On a node's server (the
+// registrar Config.GRPCServices are given), a request whose descriptor
+// entries are not valid UTF-8, which Envoy sends as its headers hold them,
+// is decoded all the same (cluster.AcceptInvalidUTF8) and its descriptors
+// counted (see ShouldRateLimit): refused undecoded, as protobuf-go would,
+// it would fail the whole call, and Envoy would apply failure_mode_deny,
+// by default admitting the request with none of its limits counted.
+func (s *Server) Register(r grpc.ServiceRegistrar) {
+	cluster.AcceptInvalidUTF8(r, &rlsv3.RateLimitRequest{})
+	rlsv3.RegisterRateLimitServiceServer(r, s)
+}
 
 // SetLimits replaces the domains the server answers for (a config reload).
 // Reload the node's rules first, so that every rule l names exists.
@@ -107,7 +116,10 @@ type part struct {
 // ShouldRateLimit decides a request. A descriptor no limit matches, in a
 // domain or not, is OK, as are unlimited ones; the overall code is
 // OVER_LIMIT when a descriptor not in shadow mode is. Each descriptor's
-// cost is its hits_addend, else the request's, else 1.
+// cost is its hits_addend, else the request's, else 1. An entry whose key
+// or value is not valid UTF-8 matches as its bytes do (a file's keys and
+// values are UTF-8, so only a descriptor with no value or a wildcard can
+// match one) and is counted under a key made UTF-8 and unique by a hash.
 //
 // Errors are gRPC statuses: InvalidArgument for an empty domain or
 // descriptors list, and for what sluice does not implement (a descriptor's

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/counter"
@@ -76,12 +77,14 @@ func (c *core) check(ctx context.Context, key string, ok bool) Event {
 const hashedKeyTag = "sha256:"
 
 // fullKey is the key the limiter is asked about: the prefix and key, or,
-// when together they are longer than a node accepts, the prefix and the
-// key's SHA-256. A long key from a client is thus still counted, not an
-// error that would pass it through a fail-open middleware unchecked.
+// when together they are longer than a node accepts or the key is not
+// valid UTF-8 (a header value may hold any byte above 0x7F), the prefix
+// and the key's SHA-256. Such a key from a client is thus still counted,
+// not an error that would pass it through a fail-open middleware
+// unchecked.
 func (c *core) fullKey(key string) string {
 	p := c.cfg.prefix
-	if len(p)+len(key) <= counter.MaxKeyLen {
+	if len(p)+len(key) <= counter.MaxKeyLen && utf8.ValidString(key) {
 		if p == "" {
 			return key
 		}

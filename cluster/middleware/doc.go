@@ -52,8 +52,9 @@
 // GRPCKeyFromPrincipal, or any GRPCKeyFunc. There is no default: a service
 // behind a load balancer that counted by peer address would count the
 // balancer. Prefix namespaces keys, so that several middlewares share a
-// rule without sharing counts; a key longer than the node accepts is
-// counted under its SHA-256, not passed through.
+// rule without sharing counts; a key longer than the node accepts, or one
+// that is not valid UTF-8, is counted under its SHA-256, not passed
+// through.
 //
 // A request with no key (a missing header) is passed through by default;
 // RefuseMissingKey answers it 400 (codes.InvalidArgument) instead.

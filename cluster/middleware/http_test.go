@@ -47,6 +47,9 @@ func TestHTTPOutcomes(t *testing.T) {
 		{name: "longer key counted by its digest", d: admit(10, 9, time.Second), key: longKey + "k", opts: []Option{Prefix("p:")},
 			wantStatus: 200, wantBody: "handled", wantHandled: true,
 			wantAsked: []string{"p:sha256:" + sha256Hex(longKey+"k")}, wantHits: 1, wantOutcome: Admitted},
+		{name: "key not UTF-8 counted by its digest", d: admit(10, 9, time.Second), key: "u\xff1", opts: []Option{Prefix("p:")},
+			wantStatus: 200, wantBody: "handled", wantHandled: true,
+			wantAsked: []string{"p:sha256:" + sha256Hex("u\xff1")}, wantHits: 1, wantOutcome: Admitted},
 		{name: "missing key passed through", d: admit(10, 9, time.Second),
 			wantStatus: 200, wantBody: "handled", wantHandled: true, wantOutcome: NoKeyPassed},
 		{name: "missing key refused", d: admit(10, 9, time.Second), opts: []Option{RefuseMissingKey()},
@@ -234,6 +237,42 @@ func TestHTTPLoneNode(t *testing.T) {
 	}
 	if got, want := counts.Stats(), (Stats{Admitted: 2, Refused: 1}); got != want {
 		t.Errorf("stats %+v, want %+v", got, want)
+	}
+}
+
+// TestHTTPKeyNotUTF8 sends a key header holding a byte above 0x7F, which
+// HTTP allows in a field value and a node refuses in a key, over a real
+// HTTP server to a real node: the key is counted under its digest, so the
+// third request of two per minute is refused rather than failing open
+// past the limit.
+func TestHTTPKeyNotUTF8(t *testing.T) {
+	api := startNode(t, window.Rule{Name: "api", Count: 2, Window: time.Minute, Type: window.Fixed})
+	var counts Counts
+	var asked []string
+	srv := httptest.NewServer(HTTP(api, KeyFromHeader("X-API-Key"), Prefix("h:"),
+		OnEvent(func(e Event) { counts.Observe(e); asked = append(asked, e.Key) }))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })))
+	t.Cleanup(srv.Close)
+	for i, want := range []int{200, 200, 429} {
+		req, err := http.NewRequestWithContext(context.Background(), "GET", srv.URL+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-API-Key", "tenant-\xff")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("request %d: status %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	if got, want := counts.Stats(), (Stats{Admitted: 2, Refused: 1}); got != want {
+		t.Errorf("stats %+v, want %+v", got, want)
+	}
+	if want := "h:sha256:" + sha256Hex("tenant-\xff"); len(asked) == 0 || asked[0] != want {
+		t.Errorf("counted under %q, want %q", asked, want)
 	}
 }
 

@@ -2,6 +2,7 @@ package strict
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,6 +48,47 @@ func TestStrictSingleNodeIsExact(t *testing.T) {
 	wg.Wait()
 	if got := admitted.Load(); got != 50 {
 		t.Fatalf("admitted %d of 160, want exactly the count 50", got)
+	}
+}
+
+// TestStrictKeyNotUTF8 sends checks with a key that is not UTF-8 among
+// valid ones on a strict rule: each is refused with ErrKeyNotUTF8 before it
+// reaches the log, whose entries are protobuf and hold only UTF-8 keys, so
+// that the valid checks group-committed beside it are decided as usual.
+func TestStrictKeyNotUTF8(t *testing.T) {
+	rule := window.Rule{Name: "pay", Count: 1000, Window: time.Hour, Type: window.Fixed, SyncInterval: window.Strict}
+	cfg := cluster.Config{Name: "solo", Rules: []window.Rule{rule}, Logger: testLogger(t), Now: clockOf(sharedClock(time.Hour))}
+	patientStrict(&cfg)
+	n, err := start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for range 20 {
+				if g%4 == 0 {
+					if _, err := n.Allow(context.Background(), "pay", "acct:\xff", 1); !errors.Is(err, cluster.ErrKeyNotUTF8) {
+						t.Errorf("a key that is not UTF-8: %v, want ErrKeyNotUTF8", err)
+					}
+					continue
+				}
+				d, err := n.Allow(context.Background(), "pay", "acct:1", 1)
+				if err != nil {
+					t.Errorf("a valid check beside keys that are not UTF-8: %v", err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 120 {
+		t.Fatalf("admitted %d valid checks, want all 120", got)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 )
@@ -74,6 +75,11 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	case *timeout <= 0:
 		return usageError{fmt.Errorf("--timeout must be positive, got %v", *timeout)}
 	}
+	for _, f := range []struct{ flag, value string }{{"--rule", *rule}, {"--key", *key}} {
+		if err := notUTF8(f.flag, f.value); err != nil {
+			return err
+		}
+	}
 
 	conn, err := dialNode(*addr, tf)
 	if err != nil {
@@ -109,6 +115,21 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	if !resp.GetAllowed() {
 		return exitStatus(1)
+	}
+	return nil
+}
+
+// notUTF8 is the usage error for a flag's value that is not valid UTF-8,
+// naming its first byte that is not, else nil. A check's rule and key are
+// protobuf strings, which must be UTF-8: the client could not send it, and
+// a node refuses it.
+func notUTF8(flag, value string) error {
+	for i := 0; i < len(value); {
+		r, size := utf8.DecodeRuneInString(value[i:])
+		if r == utf8.RuneError && size == 1 {
+			return usageError{fmt.Errorf("%s must be valid UTF-8, got byte 0x%02X at offset %d", flag, value[i], i)}
+		}
+		i += size
 	}
 	return nil
 }

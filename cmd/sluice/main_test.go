@@ -95,6 +95,12 @@ func TestCheckErrors(t *testing.T) {
 		{"no rule", []string{"--key", "k"}, "sluice check: --rule is required\nrun 'sluice check --help' for usage\n"},
 		{"no key", []string{"--rule", "fixed"}, "sluice check: --key is required\nrun 'sluice check --help' for usage\n"},
 		{"bad timeout", []string{"--rule", "fixed", "--key", "k", "--timeout", "0s"}, "sluice check: --timeout must be positive, got 0s\nrun 'sluice check --help' for usage\n"},
+		// Not sent: the node would refuse such a rule or key, and gRPC's
+		// client cannot marshal it.
+		{"key not UTF-8", []string{"--addr", addr, "--rule", "fixed", "--key", "user:\xff"},
+			"sluice check: --key must be valid UTF-8, got byte 0xFF at offset 5\nrun 'sluice check --help' for usage\n"},
+		{"rule not UTF-8", []string{"--addr", addr, "--rule", "fi\xc3xed", "--key", "k"},
+			"sluice check: --rule must be valid UTF-8, got byte 0xC3 at offset 2\nrun 'sluice check --help' for usage\n"},
 		{"bad hits flag", []string{"--rule", "fixed", "--key", "k", "--hits", "x"}, "sluice check: invalid value \"x\" for --hits: want a whole number\nrun 'sluice check --help' for usage\n"},
 		{"mistyped flag", []string{"--rule", "fixed", "--key", "k", "--hit", "2"},
 			"sluice check: unknown flag --hit; did you mean --hits?\nrun 'sluice check --help' for usage\n"},

@@ -296,6 +296,8 @@ func TestJSONUsageErrors(t *testing.T) {
 		{"json=true", []string{"rules", "--json=true", "--timeout", "never"},
 			`{"error":"invalid value \"never\" for --timeout: want a duration such as 2s or 500ms","code":"usage"}`},
 		{"missing rule", []string{"check", "--key", "k", "--json"}, `{"error":"--rule is required","code":"usage"}`},
+		{"key not UTF-8", []string{"check", "--rule", "api", "--key", "\xff", "--json"},
+			`{"error":"--key must be valid UTF-8, got byte 0xFF at offset 0","code":"usage"}`},
 		{"json=false", []string{"check", "--json=false", "--nope"}, ""},
 		{"after --", []string{"check", "--nope", "--", "--json"}, ""},
 	}

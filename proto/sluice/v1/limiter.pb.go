@@ -30,7 +30,7 @@ type CheckRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// rule is the name of the rule to check against, e.g. "api".
 	Rule string `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
-	// key is what is being limited, e.g. "user:42"; 1 to 1024 bytes.
+	// key is what is being limited, e.g. "user:42"; 1 to 1024 bytes of UTF-8.
 	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	// hits is the cost of the request, 0 … the rule's count. 0 asks for the
 	// state without spending anything; the decision then answers for one hit.

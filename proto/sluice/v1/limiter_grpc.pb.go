@@ -35,8 +35,9 @@ const (
 // serves it on its gRPC address.
 //
 // Errors are gRPC status codes: NOT_FOUND for a rule the node does not have,
-// INVALID_ARGUMENT for a malformed check (empty or over-long key, negative
-// hits, hits above the rule's count); the message names the field and value.
+// INVALID_ARGUMENT for a malformed check (a rule or key that is not valid
+// UTF-8, an empty or over-long key, negative hits, hits above the rule's
+// count); the message names the field and value.
 // UNAVAILABLE from a node that is shutting down; ABORTED for a strict check
 // whose outcome is unknown (leadership changed, or its deadline passed,
 // while its log entry was in flight: it may have been spent, and the caller
@@ -106,8 +107,9 @@ func (c *limiterClient) Rules(ctx context.Context, in *RulesRequest, opts ...grp
 // serves it on its gRPC address.
 //
 // Errors are gRPC status codes: NOT_FOUND for a rule the node does not have,
-// INVALID_ARGUMENT for a malformed check (empty or over-long key, negative
-// hits, hits above the rule's count); the message names the field and value.
+// INVALID_ARGUMENT for a malformed check (a rule or key that is not valid
+// UTF-8, an empty or over-long key, negative hits, hits above the rule's
+// count); the message names the field and value.
 // UNAVAILABLE from a node that is shutting down; ABORTED for a strict check
 // whose outcome is unknown (leadership changed, or its deadline passed,
 // while its log entry was in flight: it may have been spent, and the caller
