@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,6 +127,14 @@ func (b *borrows) start(rk ruleKey, seq uint64, now int64, timeout time.Duration
 	f = &flight{seq: seq, until: now + int64(timeout), done: make(chan struct{})}
 	b.pending[rk] = f
 	return f, true
+}
+
+// numbered sets the sequence of f's question, once it is known: until
+// then no answer is taken for f's.
+func (b *borrows) numbered(f *flight, seq uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f.seq = seq
 }
 
 // enqueue counts hits more waiting on rk's owner.
@@ -260,11 +269,13 @@ func (n *Node) awaitOwner(ctx context.Context, rk ruleKey, hits int64, ask *coun
 			n.metrics.BorrowTimeouts.Add(1)
 			return n.settleUnanswered(now, rk, hits, ask.To, asked, tk)
 		}
-		f, mine := n.borrows.start(rk, ask.Delta.Seq, now, n.cfg.BorrowTimeout)
+		// Numbered as it is queued (sendInOrder); until then no answer is
+		// taken for its.
+		f, mine := n.borrows.start(rk, math.MaxUint64, now, n.cfg.BorrowTimeout)
 		if mine {
 			n.metrics.Borrows.Add(1)
 			askedAt = n.now()
-			n.peers.send([]counter.Outbound{*ask}, askedAt)
+			n.sendInOrder(ask, askedAt, f)
 		}
 		if queued == 0 && hits > 0 {
 			queued = hits

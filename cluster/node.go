@@ -172,6 +172,10 @@ type Node struct {
 	strict  strictapi.Engine  // nil without Config.Strict
 	peers   *peerSet
 	borrows borrows
+	// sendOrder is held while deltas are numbered and queued: a peer takes
+	// a delta numbered before one it has for stale, so the two go together
+	// (see sendInOrder).
+	sendOrder sync.Mutex
 
 	cancel context.CancelFunc
 	done   <-chan struct{} // closed when the node starts closing
@@ -640,7 +644,9 @@ func (n *Node) tickLoop(ctx context.Context) {
 		}
 		n.clock.reanchor()
 		now := n.now()
+		n.sendOrder.Lock()
 		n.peers.send(n.replica.Tick(now), now)
+		n.sendOrder.Unlock()
 		n.metrics.SyncedThrough.Store(n.peers.writtenThrough())
 	}
 }

@@ -90,7 +90,7 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
 		if res.Reply != nil {
-			n.peers.send([]counter.Outbound{*res.Reply}, n.now())
+			n.sendInOrder(res.Reply, n.now(), nil)
 		}
 		if d.Kind == counter.KindAnswer {
 			n.borrows.answered(d)

@@ -204,3 +204,22 @@ func (t *Table) question(key string, now, hits, waiting int64) (routed, bool) {
 	e.Need = max(e.Need, min(max(waiting, 0), maxEntry))
 	return routed{to: o.owner, inc: t.self, kind: KindReport, rule: t.rule.Name, e: e}, true
 }
+
+// Renumber gives o, a delta this replica built, the next sequence number,
+// and returns it. A receiver takes a delta numbered before one it already
+// has for stale, and drops what it holds, a question to a key's owner
+// too: a caller that builds deltas on several goroutines renumbers each
+// while it holds whatever orders its sends, so that a peer receives them
+// in the order of their numbers.
+func (r *Replica) Renumber(o *Outbound, now int64) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq++
+	o.Delta.Seq = r.seq
+	if o.Delta.Kind == KindReport {
+		if id, ok := r.reg.lookup(o.To); ok {
+			r.rtt.reported(id, r.seq, now)
+		}
+	}
+	return r.seq
+}
