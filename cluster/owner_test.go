@@ -73,7 +73,7 @@ func TestOwnedRetryAfterAndRemaining(t *testing.T) {
 				if d, err = nd.Allow(ctx, "login", "alice", 1); err != nil {
 					t.Fatal(err)
 				} else if !d.Allowed {
-					t.Errorf("%s: retry at the RetryAfter given refused: %+v", nd.cfg.Name, d)
+					t.Errorf("%s: retry at the RetryAfter given refused: %+v (borrow timeouts %d)", nd.cfg.Name, d, nd.metrics.BorrowTimeouts.Load())
 				}
 			}
 		})
