@@ -38,6 +38,9 @@ type peerSet struct {
 
 	mu    sync.Mutex
 	peers map[counter.Incarnation]*peer
+	// live are the members as membership last listed them, this node
+	// included.
+	live []peerInfo
 	// joined is signalled (without blocking) when a peer joins: a node
 	// that could not pull the fleet's state at start waits on it.
 	joined chan struct{}
@@ -65,6 +68,9 @@ type peer struct {
 	written atomic.Int64
 	// stats are the sync traffic with the peer's name.
 	stats *peerCounters
+	// vouched is set once a sync stream to the peer opened: under TLS,
+	// proof that it holds a peer CA's certificate (see vouchedIncs).
+	vouched atomic.Bool
 }
 
 // queued is a delta waiting for its peer, in its wire form, with the
@@ -96,10 +102,8 @@ func (ps *peerSet) update(live []peerInfo) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	want := make(map[counter.Incarnation]peerInfo, len(live))
-	incs := make([]counter.Incarnation, 0, len(live))
 	for _, p := range live {
 		want[p.inc()] = p
-		incs = append(incs, p.inc())
 	}
 	changed := false
 	for inc, p := range ps.peers {
@@ -138,7 +142,8 @@ func (ps *peerSet) update(live []peerInfo) {
 		}
 	}
 	ps.statsMu.Unlock()
-	ps.n.replica.SetPeers(incs)
+	ps.live = live
+	ps.n.replica.SetPeers(ps.vouchedIncs())
 	ps.n.metrics.Peers.Store(int64(len(ps.peers)))
 	ps.n.rescheduleTicks()
 	if ps.n.strict != nil && changed {
@@ -146,6 +151,41 @@ func (ps *peerSet) update(live []peerInfo) {
 		// voters to replace, for the peers a lone node waits on.
 		ps.n.strict.MembersChanged()
 	}
+}
+
+// vouchedIncs are the incarnations the replica is to count as the fleet:
+// its live peers, those alone under TLS whose sync stream
+// opened. Gossip is not TLS's, so a process with no peer certificate can
+// still be a member; counted as one, it would own keys, and the checks
+// that asked it for a share would wait on an owner no stream can reach.
+// Under TLS a peer is counted once this node has reached it with mutual
+// TLS, until it leaves. The caller holds ps.mu.
+func (ps *peerSet) vouchedIncs() []counter.Incarnation {
+	incs := make([]counter.Incarnation, 0, len(ps.live))
+	for _, info := range ps.live {
+		inc := info.inc()
+		if p := ps.peers[inc]; ps.n.tls != nil && (p == nil || !p.vouched.Load()) {
+			continue
+		}
+		incs = append(incs, inc)
+	}
+	return incs
+}
+
+// vouch records that a sync stream to p opened, and under TLS counts p in
+// the fleet from then on.
+func (ps *peerSet) vouch(p *peer) {
+	if p.vouched.Swap(true) || ps.n.tls == nil {
+		return
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.peers[p.info.inc()] != p {
+		return // gone meanwhile
+	}
+	ps.n.log.Info("peer reached over mutual TLS: counted in the fleet", "peer", p.info.name)
+	ps.n.replica.SetPeers(ps.vouchedIncs())
+	ps.n.rescheduleTicks()
 }
 
 func (ps *peerSet) start(info peerInfo) (*peer, error) {
@@ -321,6 +361,7 @@ func (p *peer) run(ctx context.Context, n *Node) {
 				continue
 			}
 			stream, backoff = s, 50*time.Millisecond
+			n.peers.vouch(p)
 			at := n.now()
 			chunks := splitDelta(n.replica.Snapshot(at), pullChunk)
 			for i, chunk := range chunks {

@@ -110,7 +110,11 @@ func TestTLSForeignNodeIsNoPeer(t *testing.T) {
 		t.Skip("runs a 3-node cluster")
 	}
 	ca, other := testcert.NewCA(t, "fleet CA"), testcert.NewCA(t, "other CA")
-	rules := []window.Rule{sharedRule}
+	// owned is a small count under owner allocation, whose checks ask a
+	// key's owner once a node's grant is spent.
+	owned := window.Rule{Name: "owned", Count: 6, Window: time.Hour, Type: window.Fixed,
+		SyncInterval: 20 * time.Millisecond, Allocation: window.Owner}
+	rules := []window.Rule{sharedRule, owned}
 	a := startTLSMember(t, "a", tlsFiles(t, ca, "a"), rules, nil, 5*time.Second)
 	b := startTLSMember(t, "b", tlsFiles(t, ca, "b"), rules, []*Node{a}, 5*time.Second)
 	// It pulls from no one, so that it does not wait long for a pull.
@@ -136,6 +140,28 @@ func TestTLSForeignNodeIsNoPeer(t *testing.T) {
 	}
 	if _, view, _ := f.View("shared", "k"); view.Curr != 3 {
 		t.Errorf("the foreign node's view holds %d hits, want its own 3 alone", view.Curr)
+	}
+	// Gossip lists the foreign node, but the fleet counts it as no owner:
+	// were it one, a third of the keys would wait on it and be refused.
+	// Each key's count, spent over a and b, is admitted in full, and the
+	// next check refused; no question went unanswered.
+	for k := range 12 {
+		key := fmt.Sprint("user-", k)
+		for i := range owned.Count + 1 {
+			nd := nodes[i%2]
+			d, err := nd.Allow(context.Background(), "owned", key, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := int64(i) < owned.Count; d.Allowed != want {
+				t.Fatalf("%s, check %d of %q: %+v, want allowed=%v", nd.Name(), i+1, key, d, want)
+			}
+		}
+	}
+	for _, nd := range []*Node{a, b} {
+		if n := nd.Metrics().BorrowTimeouts; n != 0 {
+			t.Errorf("%s: %d questions to an owner unanswered", nd.Name(), n)
+		}
 	}
 }
 
