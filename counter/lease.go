@@ -269,7 +269,19 @@ func (t *Table) decideOwned(s *slot, c clock, hits int64) (d window.Decision, as
 		return d, false
 	}
 	d = t.rule.DecideAt(view, c.elapsed, hits)
-	if hits == 0 || !d.Allowed {
+	if hits == 0 {
+		return d, false
+	}
+	if !d.Allowed {
+		if g := o.grantLine(); g.rate > 0 {
+			// Once the fleet has room, this node admits what its grant
+			// has grown to, which may lag the view's room (the owner
+			// rounds the decay it shares, and shares it among those who
+			// ask): a retry before both would be refused again.
+			if wait, ok := g.until(s.own[1]+hits, c.now, c.end, t.rule.Window); ok {
+				d.RetryAfter = max(d.RetryAfter, wait)
+			}
+		}
 		return d, false
 	}
 	if s.own[1]+hits <= t.opening() {
