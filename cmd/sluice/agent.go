@@ -456,6 +456,12 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 			return nil, fmt.Errorf("http_addr: %w", err)
 		}
 		a.httpLis = lis
+		if !isLoopback(f.HTTPAddr) {
+			// The operator port has no authentication, and pprof shows
+			// the process: command line, heap, goroutines.
+			logger.Warn("serving /metrics and /debug/pprof/ without authentication beyond loopback; keep http_addr on a private network",
+				"http_addr", lis.Addr().String())
+		}
 	}
 
 	node, err := cluster.Start(ctx, cfg)
