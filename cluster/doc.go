@@ -41,7 +41,9 @@
 // gossip address of any node already running; DataDir keeps counts across
 // restarts. TLS puts the gRPC port and the Raft transport under TLS, peers
 // mutually authenticated by a peer CA; without it a node serves plaintext,
-// on loopback only unless Insecure says so. Decision says what the fleet has left (Remaining) and when a
+// on loopback only unless Insecure says so. SecretKeys encrypts gossip,
+// keeping nodes without the keys out of the fleet; SetSecretKeys rotates
+// them while the node runs. Decision says what the fleet has left (Remaining) and when a
 // refused client should come back (RetryAfter). The errors a node returns
 // are this package's Err values, to match with errors.Is; Allow lists them.
 //
@@ -62,7 +64,8 @@
 // decision it answers with (decision.go), the owner round trip of a check
 // (borrow.go), peers and their sync streams
 // (peers.go, peer_service.go), membership (membership.go, meta.go,
-// reconnect.go, restart_detect.go), the clock and skew (clock.go,
+// reconnect.go, restart_detect.go; gossip encryption and its keys,
+// gossipkeys.go), the clock and skew (clock.go,
 // clockskew.go), persistence (persist.go), the gRPC server and its Limiter
 // service (server.go, limiter_service.go), the codecs the server reads
 // requests with (peercodec.go; lenient.go, for a string that is not

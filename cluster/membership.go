@@ -36,6 +36,11 @@ type membership struct {
 	knownMu sync.Mutex
 	known   map[string]memberCopy
 
+	// keyring is memberlist's, nil when gossip is not encrypted; keysMu
+	// serialises the changes of SetSecretKeys.
+	keysMu  sync.Mutex
+	keyring *memberlist.Keyring
+
 	reconnect *reconnector
 	// restarted carries the gossip address of a member that answered a
 	// ping as another boot than gossip says it is (NotifyPingComplete).
@@ -148,12 +153,20 @@ func newMembership(n *Node) (*membership, error) {
 		}
 		mc.Transport = t
 	}
+	if err := n.cfg.keyring(mc); err != nil {
+		return nil, err
+	}
 	mc.Delegate = m
 	mc.Events = m
 	mc.Ping = m
 	// A restarted node may come back on another address under its name.
 	mc.DeadNodeReclaimTime = time.Second
-	mc.Logger = log.New(&liblog.Writer{Log: n.log.With("component", "memberlist"), QuietWarn: true, Closing: n.isClosing.Load}, "", 0)
+	mc.Logger = log.New(&liblog.Writer{Log: n.log.With("component", "memberlist"), QuietWarn: true, Closing: n.isClosing.Load,
+		Observe: func(line string) {
+			if gossipRefusal(line) {
+				n.metrics.GossipRefusals.Add(1)
+			}
+		}}, "", 0)
 	if n.cfg.GossipTuning != nil {
 		n.cfg.GossipTuning(mc)
 	}
@@ -162,6 +175,10 @@ func newMembership(n *Node) (*membership, error) {
 		return nil, fmt.Errorf("sluice: gossip on %s: %w", n.cfg.BindAddr, err)
 	}
 	m.ml = ml
+	// memberlist builds the keyring itself from a SecretKey that
+	// GossipTuning set.
+	m.keyring = mc.Keyring
+	m.logKeys(mc)
 	ln := ml.LocalNode()
 	m.self = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	return m, nil
@@ -198,7 +215,7 @@ func (m *membership) join(ctx context.Context) bool {
 				m.n.log.Info("joined the cluster", "seeds", seeds, "contacted", joined)
 				m.signal()
 				return true
-			} else if err != nil {
+			} else if !m.joinRefused(err, seeds) && err != nil {
 				m.n.log.Debug("join failed", "seeds", seeds, "err", err)
 			}
 		}

@@ -83,6 +83,18 @@ type Metrics struct {
 	// that the node took, and those it refused (the material before
 	// stayed in use).
 	TLSReloads, TLSReloadErrors int64
+	// GossipKeys are the gossip encryption keys the node holds
+	// (Config.SecretKeys; 0 when its gossip is not encrypted).
+	GossipKeys int64
+	// GossipKeyReloads and GossipKeyReloadErrors are calls of
+	// SetSecretKeys that changed the keys, and those refused (the keys
+	// before stayed in use).
+	GossipKeyReloads, GossipKeyReloadErrors int64
+	// GossipRefusals are gossip messages and connections refused for
+	// their encryption, this node's joins included: plaintext where
+	// encryption is required, encrypted with no key this node holds, or
+	// encrypted to a node without keys.
+	GossipRefusals int64
 }
 
 // counters are the node's live metrics, updated as it works: each is the
@@ -103,6 +115,9 @@ type counters struct {
 	UnknownRuleChecks                                                atomic.Int64
 	TLSRefusalsGRPC, TLSRefusalsRaft                                 atomic.Int64
 	TLSReloads, TLSReloadErrors                                      atomic.Int64
+	GossipKeys                                                       atomic.Int64
+	GossipKeyReloads, GossipKeyReloadErrors                          atomic.Int64
+	GossipRefusals                                                   atomic.Int64
 }
 
 func newCounters() *counters { return &counters{} }
@@ -145,6 +160,10 @@ func (c *counters) snapshot() Metrics {
 		TLSRefusalsRaft:         c.TLSRefusalsRaft.Load(),
 		TLSReloads:              c.TLSReloads.Load(),
 		TLSReloadErrors:         c.TLSReloadErrors.Load(),
+		GossipKeys:              c.GossipKeys.Load(),
+		GossipKeyReloads:        c.GossipKeyReloads.Load(),
+		GossipKeyReloadErrors:   c.GossipKeyReloadErrors.Load(),
+		GossipRefusals:          c.GossipRefusals.Load(),
 	}
 }
 
@@ -204,6 +223,10 @@ func (m Metrics) Series() []Series {
 		{Name: "sluice_tls_refusals_total", Counter: true, Help: "Connections and peer calls refused for their certificate, by transport.", Value: m.TLSRefusalsRaft, Label: "transport", LabelValue: "raft"},
 		{Name: "sluice_tls_reloads_total", Counter: true, Help: "Readings of changed TLS files, by result: taken, or refused (the material before stays in use).", Value: m.TLSReloads, Label: "result", LabelValue: "ok"},
 		{Name: "sluice_tls_reloads_total", Counter: true, Help: "Readings of changed TLS files, by result: taken, or refused (the material before stays in use).", Value: m.TLSReloadErrors, Label: "result", LabelValue: "error"},
+		{Name: "sluice_gossip_keys", Counter: false, Help: "Gossip encryption keys the node holds; 0 when its gossip is not encrypted.", Value: m.GossipKeys},
+		{Name: "sluice_gossip_key_reloads_total", Counter: true, Help: "Changes of the gossip keys, by result: taken, or refused (the keys before stay in use).", Value: m.GossipKeyReloads, Label: "result", LabelValue: "ok"},
+		{Name: "sluice_gossip_key_reloads_total", Counter: true, Help: "Changes of the gossip keys, by result: taken, or refused (the keys before stay in use).", Value: m.GossipKeyReloadErrors, Label: "result", LabelValue: "error"},
+		{Name: "sluice_gossip_refusals_total", Counter: true, Help: "Gossip messages and connections refused for their encryption: plaintext where it is required, or no key in common.", Value: m.GossipRefusals},
 	}
 }
 

@@ -52,9 +52,24 @@ type Config struct {
 	// Insecure serves plaintext gRPC and Raft on addresses other than
 	// loopback, on purpose: whoever reaches them can call them as a
 	// client or as a peer. Without TLS or Insecure, Start refuses a
-	// GRPCAddr, BindAddr or RaftAddr beyond loopback. Gossip is not
-	// TLS's to secure either way.
+	// GRPCAddr, BindAddr or RaftAddr beyond loopback. Gossip is secured
+	// by SecretKeys, not by TLS.
 	Insecure bool
+	// SecretKeys encrypt and authenticate gossip (memberlist's keyring,
+	// AES-GCM): each 16, 24 or 32 bytes (AES-128, AES-192 or AES-256), at
+	// most MaxSecretKeys, none twice. The first encrypts what the node
+	// sends; each is tried on what it receives. With keys, a node refuses
+	// gossip not encrypted with one of them, so that a node without them,
+	// or with others, can neither join the fleet nor gossip into it
+	// (Metrics.GossipRefusals counts what was refused). SetSecretKeys
+	// changes them while the node runs, for a rotation. Empty, gossip is
+	// plaintext.
+	SecretKeys [][]byte
+	// GossipPlaintext is what a node with SecretKeys does with gossip
+	// that is not encrypted: refused by default; accepted, or sent, while
+	// a running fleet moves into or out of gossip encryption (see
+	// GossipPlaintext). It is read at start alone.
+	GossipPlaintext GossipPlaintext
 	// GRPCAdvertiseAddr is the gRPC address peers dial; default the address
 	// GRPCAddr bound to, with a wildcard host (0.0.0.0, [::]) replaced by
 	// that of AdvertiseAddr or BindAddr, or by the private address gossip
@@ -292,6 +307,9 @@ func (cfg *Config) defaults() error {
 		return errors.New("sluice: a clustered node (BindAddr set) needs GRPCAddr for its peers")
 	}
 	if err := cfg.checkTLS(); err != nil {
+		return err
+	}
+	if err := cfg.checkGossipKeys(); err != nil {
 		return err
 	}
 	for _, a := range []struct{ field, addr string }{

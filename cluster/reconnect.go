@@ -125,7 +125,7 @@ func (m *membership) reconnectLoop(ctx context.Context) {
 			m.n.metrics.Reconnects.Add(1)
 			m.n.log.Info("reconnected", "contacted", joined, "tried", try)
 			m.signal()
-		} else if err != nil {
+		} else if !m.joinRefused(err, try) && err != nil {
 			m.n.log.Debug("reconnect failed", "tried", try, "err", err)
 		}
 	}

@@ -58,7 +58,7 @@ func (m *membership) rejoin(addr string) {
 		m.n.metrics.Reconnects.Add(1)
 		m.n.log.Info("rejoined a member that restarted", "gossip_addr", addr)
 		m.signal()
-	} else if err != nil {
+	} else if !m.joinRefused(err, []string{addr}) && err != nil {
 		m.n.log.Debug("rejoining a member that restarted failed", "gossip_addr", addr, "err", err)
 	}
 }

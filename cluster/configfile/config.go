@@ -80,12 +80,27 @@ type Config struct {
 	// Insecure (insecure: true) serves plaintext gRPC and Raft on
 	// addresses other than loopback, on purpose.
 	Insecure bool
+	// SecretKeys (secret_keys) encrypt gossip (cluster.Config.SecretKeys):
+	// in the file, a list of base64 strings (standard encoding), each
+	// 16, 24 or 32 bytes once decoded; here, decoded. The first encrypts.
+	SecretKeys [][]byte
+	// SecretKeysFile (secret_keys_file) names a file holding the keys
+	// instead, one base64 key per line, so that they need not sit in this
+	// file; NodeSecretKeys reads it.
+	SecretKeysFile string
+	// GossipPlaintext (gossip_plaintext) is refuse (the default), accept
+	// or send: what a node with keys does with plaintext gossip
+	// (cluster.GossipPlaintext).
+	GossipPlaintext string
 	// Rules are the limits the node enforces; at least one.
 	Rules []Rule
 
 	// Path is the file the config was read from, for error messages. It is
 	// not a field of the file.
 	Path string
+	// secretKeysFileLine is the line of secret_keys_file, for the errors
+	// of reading the file it names.
+	secretKeysFileLine int
 }
 
 // TLS is the tls mapping of the file: the node's certificate and the CAs
@@ -249,11 +264,13 @@ func (c *Config) NodeRules() ([]window.Rule, error) {
 }
 
 // NodeConfig is the node the file describes, for cluster.Start: its rules
-// and settings, with seconds turned into durations. What the file leaves
+// and settings, with seconds turned into durations, and its gossip keys
+// (NodeSecretKeys, which reads a secret_keys_file). What the file leaves
 // out stays zero, which cluster.Start reads as its default; the caller adds
 // what a file does not say (Logger, ShutdownTimeout, …), and Strict
 // (strict.Mode{}) if the file may hold strict rules: this package does not
-// import strict mode. For a config from Parse it never fails.
+// import strict mode. For a config from Parse it fails only for a
+// secret_keys_file that cannot be read or does not hold valid keys.
 func (c *Config) NodeConfig() (cluster.Config, error) {
 	rules, err := c.NodeRules()
 	if err != nil {
@@ -271,6 +288,12 @@ func (c *Config) NodeConfig() (cluster.Config, error) {
 		RaftAdvertiseAddr: c.RaftAdvertiseAddr,
 		StrictVoters:      c.StrictVoters,
 		Insecure:          c.Insecure,
+	}
+	if cfg.SecretKeys, err = c.NodeSecretKeys(); err != nil {
+		return cluster.Config{}, err
+	}
+	if cfg.GossipPlaintext, err = cluster.ParseGossipPlaintext(c.GossipPlaintext); err != nil {
+		return cluster.Config{}, &Error{Path: c.Path, Field: "gossip_plaintext", Err: err}
 	}
 	if t := c.TLS; t != nil {
 		cfg.TLS = &cluster.TLS{CertFile: t.CertFile, KeyFile: t.KeyFile, PeerCAFile: t.PeerCAFile,

@@ -1,6 +1,8 @@
 package configfile
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -92,6 +94,24 @@ rules:
 			wantRules: []window.Rule{{Name: "api", Count: 10, Window: 10 * time.Second, SyncInterval: 200 * time.Millisecond}},
 		},
 		{
+			name: "secret keys",
+			yaml: `secret_keys:
+  - MDEyMzQ1Njc4OWFiY2RlZg==                       # 16 bytes, AES-128; the first encrypts
+  - "MDEyMzQ1Njc4OWFiY2RlZmdoaWprbG1u"             # 24 bytes
+  - MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=   # 32 bytes
+gossip_plaintext: accept
+` + goodRules,
+			want: Config{SecretKeys: [][]byte{[]byte("0123456789abcdef"), []byte("0123456789abcdefghijklmn"),
+				[]byte("0123456789abcdef0123456789abcdef")}, GossipPlaintext: "accept"},
+			wantRules: []window.Rule{{Name: "api", Count: 10, Window: 10 * time.Second, SyncInterval: 200 * time.Millisecond}},
+		},
+		{
+			name:      "secret keys file",
+			yaml:      "secret_keys_file: /etc/sluice/gossip.keys\ngossip_plaintext: send\nsecret_keys: ~\n" + goodRules,
+			want:      Config{SecretKeysFile: "/etc/sluice/gossip.keys", GossipPlaintext: "send"},
+			wantRules: []window.Rule{{Name: "api", Count: 10, Window: 10 * time.Second, SyncInterval: 200 * time.Millisecond}},
+		},
+		{
 			name:      "whole count as float",
 			yaml:      "rules: [{name: a, count: 1e3, time_window: 2, sync_interval: 1_0e-1}]",
 			wantRules: []window.Rule{{Name: "a", Count: 1000, Window: 2 * time.Second, SyncInterval: time.Second}},
@@ -136,7 +156,9 @@ rules:
 				cfg.GossipAddr != tt.want.GossipAddr || cfg.AdvertiseAddr != tt.want.AdvertiseAddr ||
 				cfg.HTTPAddr != tt.want.HTTPAddr || cfg.DataDir != tt.want.DataDir ||
 				strings.Join(cfg.Join, ",") != strings.Join(tt.want.Join, ",") ||
-				cfg.Insecure != tt.want.Insecure || !reflect.DeepEqual(cfg.TLS, tt.want.TLS) {
+				cfg.Insecure != tt.want.Insecure || !reflect.DeepEqual(cfg.TLS, tt.want.TLS) ||
+				!reflect.DeepEqual(cfg.SecretKeys, tt.want.SecretKeys) || cfg.SecretKeysFile != tt.want.SecretKeysFile ||
+				cfg.GossipPlaintext != tt.want.GossipPlaintext {
 				t.Errorf("got %+v, want %+v", *cfg, tt.want)
 			}
 			rules, err := cfg.NodeRules()
@@ -170,7 +192,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty file", "", `bad.yaml: rules: the file is empty; at least one rule is required`, "rules"},
 		{"no rules", "name: x\n", `bad.yaml: rules: at least one rule is required`, "rules"},
 		{"rules not a list", "rules: 5\n", "bad.yaml:1: rules must be a list of rules, got !!int `5`", "rules"},
-		{"not a mapping", "- a\n", "bad.yaml:1: the config must be a mapping of fields (name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, tls, insecure, rules), got !!seq", ""},
+		{"not a mapping", "- a\n", "bad.yaml:1: the config must be a mapping of fields (name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, tls, insecure, secret_keys, secret_keys_file, gossip_plaintext, rules), got !!seq", ""},
 		{"strict_bootstrap_wait too long", "strict_bootstrap_wait: 7200\n" + goodRules,
 			"bad.yaml:1: strict_bootstrap_wait must be seconds in (0, 3600], got 7200", "strict_bootstrap_wait"},
 		{"borrow_timeout negative", "borrow_timeout: -0.1\n" + goodRules,
@@ -183,7 +205,7 @@ func TestParseErrors(t *testing.T) {
 		{"syntax", "rules: [\n", "bad.yaml: yaml: line 1: did not find expected node content", ""},
 		{"two documents", goodRules + "---\nname: x\n", "bad.yaml:6: more than one YAML document; a config file holds one", ""},
 		{"unknown top field", "nmae: x\n" + goodRules,
-			`bad.yaml:1: unknown field "nmae" (known fields: name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, tls, insecure, rules)`, "nmae"},
+			`bad.yaml:1: unknown field "nmae" (known fields: name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, tls, insecure, secret_keys, secret_keys_file, gossip_plaintext, rules)`, "nmae"},
 		{"unknown rule field", rule("name: api", "count: 10", "time_window: 10", "sync_interval: 0.2", "windw: 3"),
 			`bad.yaml:6: rule 1 "api": unknown field "windw" (known fields: name, count, time_window, window_type, sync_interval, allocation, fail_mode, limits, shadow)`, "windw"},
 		{"duplicate key", rule("name: api", "count: 10", "count: 11", "time_window: 10", "sync_interval: 0.2"),
@@ -275,7 +297,7 @@ func TestParseErrors(t *testing.T) {
 		{"tls unknown field", "tls:\n  cert_file: n.pem\n  key_file: n.key\n  peer_ca_file: ca.pem\n  ca_file: x\n" + goodRules,
 			`bad.yaml:5: unknown field "ca_file" in tls (known fields: cert_file, key_file, peer_ca_file, client_ca_file, require_client_cert)`, "tls.ca_file"},
 		{"tls field at the top", "cert_file: n.pem\n" + goodRules,
-			`bad.yaml:1: unknown field "cert_file" (known fields: name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, tls, insecure, rules); cert_file is a field of tls: write it in the tls mapping`, "cert_file"},
+			`bad.yaml:1: unknown field "cert_file" (known fields: name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, tls, insecure, secret_keys, secret_keys_file, gossip_plaintext, rules); cert_file is a field of tls: write it in the tls mapping`, "cert_file"},
 		{"node setting in tls", "tls:\n  cert_file: n.pem\n  key_file: n.key\n  peer_ca_file: ca.pem\n  insecure: true\n" + goodRules,
 			`bad.yaml:5: unknown field "insecure" in tls (known fields: cert_file, key_file, peer_ca_file, client_ca_file, require_client_cert); insecure is a node setting: write it at the top level, outside tls`, "tls.insecure"},
 		{"require_client_cert not a bool", "tls: {cert_file: n.pem, key_file: n.key, peer_ca_file: ca.pem, require_client_cert: yes please}\n" + goodRules,
@@ -284,6 +306,33 @@ func TestParseErrors(t *testing.T) {
 			"bad.yaml:1: insecure: true and tls are both set: insecure serves plaintext, for a node without tls", "insecure"},
 		{"insecure not a bool", "insecure: 1\n" + goodRules,
 			"bad.yaml:1: insecure must be true or false, got !!int `1`", "insecure"},
+		{"secret key not base64", "secret_keys:\n  - MDEyMzQ1Njc4OWFiY2RlZg==\n  - not*base64\n" + goodRules,
+			"bad.yaml:3: secret_keys[1] is not base64 (standard encoding, as base64(1) writes it): illegal base64 data at input byte 3", "secret_keys"},
+		{"secret key in URL encoding", "secret_keys: [MDEyMzQ1Njc4OWFiY2RlZg__]\n" + goodRules,
+			"bad.yaml:1: secret_keys[0] is not base64 (standard encoding, as base64(1) writes it): illegal base64 data at input byte 22", "secret_keys"},
+		{"secret key too short", "secret_keys:\n  - MDEyMzQ1Njc4OWFiY2RlZg==\n  - MDEyMzQ1Njc4OWFiY2RlZmdoaWo=\n" + goodRules,
+			"bad.yaml:3: secret_keys[1]: 20 bytes, want 16, 24 or 32", "secret_keys"},
+		{"secret key twice", "secret_keys: [MDEyMzQ1Njc4OWFiY2RlZg==, QUJDREVGR0hJSktMTU5PUA==, MDEyMzQ1Njc4OWFiY2RlZg==]\n" + goodRules,
+			"bad.yaml:1: secret_keys[2]: the same key as secret_keys[0]", "secret_keys"},
+		{"secret key twice after a bad one", "secret_keys: [QUJD, MDEyMzQ1Njc4OWFiY2RlZg==, MDEyMzQ1Njc4OWFiY2RlZg==]\n" + goodRules,
+			"bad.yaml:1: secret_keys[0]: 3 bytes, want 16, 24 or 32\nbad.yaml:1: secret_keys[2]: the same key as secret_keys[1]", "secret_keys"},
+		{"too many secret keys", "secret_keys: [a, b, c, d, e, f, g, h, i]\n" + goodRules,
+			"bad.yaml:1: secret_keys: 9 keys, want at most 8 (a rotation needs 2)", "secret_keys"},
+		{"secret keys empty", "secret_keys: []\n" + goodRules,
+			"bad.yaml:1: secret_keys is empty: list at least one key, or leave the field out", "secret_keys"},
+		// The value may be a key: errors name its type, never its text.
+		{"one secret key, not a list", "secret_keys: MDEyMzQ1Njc4OWFiY2RlZg==\n" + goodRules,
+			"bad.yaml:1: secret_keys must be a list of base64 keys, got !!str; write one key as [KEY]", "secret_keys"},
+		{"secret key not a string", "secret_keys:\n  - {key: MDEyMzQ1Njc4OWFiY2RlZg==}\n" + goodRules,
+			"bad.yaml:2: secret_keys[0] must be a base64 string, got !!map", "secret_keys"},
+		{"secret keys and a keys file", "secret_keys: [MDEyMzQ1Njc4OWFiY2RlZg==]\nsecret_keys_file: k\n" + goodRules,
+			"bad.yaml:2: secret_keys and secret_keys_file are both set: set one", "secret_keys_file"},
+		{"keys file empty", "secret_keys_file: ''\n" + goodRules,
+			"bad.yaml:1: secret_keys_file must not be empty: name a file of base64 keys, or leave the field out", "secret_keys_file"},
+		{"gossip_plaintext without keys", "gossip_plaintext: send\n" + goodRules,
+			"bad.yaml:1: gossip_plaintext: send needs secret_keys or secret_keys_file: it says what a node with keys does with plaintext gossip", "gossip_plaintext"},
+		{"gossip_plaintext unknown", "secret_keys: [MDEyMzQ1Njc4OWFiY2RlZg==]\ngossip_plaintext: allow\n" + goodRules,
+			`bad.yaml:2: gossip_plaintext must be refuse, accept or send, got "allow"`, "gossip_plaintext"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -394,6 +443,102 @@ func TestLoad(t *testing.T) {
 			}
 			if _, err := cfg.NodeRules(); err != nil {
 				t.Errorf("NodeRules: %v", err)
+			}
+		})
+	}
+}
+
+// TestNodeSecretKeys reads the keys of a secret_keys_file, and names the
+// line of a key at fault in it, and the line of secret_keys_file in the
+// config file.
+func TestNodeSecretKeys(t *testing.T) {
+	dir := t.TempDir()
+	const (
+		k16 = "MDEyMzQ1Njc4OWFiY2RlZg=="                     // 0123456789abcdef
+		k32 = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" // 0123456789abcdef twice
+	)
+	keysFile := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var many string
+	for i := range 9 {
+		many += base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{byte('a' + i)}, 16)) + "\n"
+	}
+	good := keysFile("good.keys", "# gossip keys: the first encrypts\n"+k32+"\r\n\n  "+k16+"  \n")
+	tests := []struct {
+		name string
+		file string // the secret_keys_file
+		want [][]byte
+		err  string // the whole error; empty for none
+	}{
+		{"comments, blank lines and CRLF", good, [][]byte{[]byte("0123456789abcdef0123456789abcdef"), []byte("0123456789abcdef")}, ""},
+		{"not base64", keysFile("bad.keys", k16+"\n\n%%%\n"), nil,
+			"c.yaml:2: secret_keys_file " + dir + "/bad.keys:3 is not base64 (standard encoding, as base64(1) writes it): illegal base64 data at input byte 0"},
+		{"wrong size", keysFile("short.keys", "MDEyMzQ1Njc4OWFiY2RlZmdoaWo=\n"), nil,
+			"c.yaml:2: secret_keys_file " + dir + "/short.keys:1: 20 bytes, want 16, 24 or 32"},
+		{"twice", keysFile("twice.keys", "# a\n"+k16+"\n"+k32+"\n"+k16+"\n"), nil,
+			"c.yaml:2: secret_keys_file " + dir + "/twice.keys:4: the same key as line 2"},
+		{"no keys", keysFile("empty.keys", "# nothing yet\n\n"), nil,
+			"c.yaml:2: secret_keys_file " + dir + "/empty.keys holds no keys: write one base64 key per line"},
+		{"too many", keysFile("many.keys", many), nil,
+			"c.yaml:2: secret_keys_file " + dir + "/many.keys: more than 8 keys (a rotation needs 2)"},
+		{"missing", filepath.Join(dir, "nope.keys"), nil,
+			"c.yaml:2: secret_keys_file: stat " + dir + "/nope.keys: no such file or directory"},
+		{"a directory", dir, nil, "c.yaml:2: secret_keys_file: " + dir + ": not a regular file (a directory)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse("c.yaml", []byte("name: n\nsecret_keys_file: "+tt.file+"\n"+goodRules))
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys, err := cfg.NodeSecretKeys()
+			nc, ncErr := cfg.NodeConfig()
+			if tt.err != "" {
+				if err == nil || err.Error() != tt.err {
+					t.Fatalf("error\n got: %v\nwant: %s", err, tt.err)
+				}
+				if ncErr == nil || ncErr.Error() != tt.err {
+					t.Errorf("NodeConfig error %v, want the same", ncErr)
+				}
+				if e, ok := errors.AsType[*Error](err); !ok || e.Field != "secret_keys_file" {
+					t.Errorf("error %T names field %q, want secret_keys_file", err, e.Field)
+				}
+				return
+			}
+			if err != nil || ncErr != nil {
+				t.Fatalf("errors %v, %v", err, ncErr)
+			}
+			if !reflect.DeepEqual(keys, tt.want) || !reflect.DeepEqual(nc.SecretKeys, tt.want) {
+				t.Errorf("keys %q, node config's %q; want %q", keys, nc.SecretKeys, tt.want)
+			}
+		})
+	}
+
+	// A config built in code is checked as the file would be.
+	n := func(v int64) *int64 { return &v }
+	f := func(v float64) *float64 { return &v }
+	rules := []Rule{{Name: "a", Count: n(1), TimeWindow: f(1)}}
+	codeTests := []struct {
+		name string
+		cfg  Config
+		err  string
+	}{
+		{"short key", Config{Path: "p.yaml", Rules: rules, SecretKeys: [][]byte{[]byte("0123456789abcdef"), []byte("short")}},
+			"p.yaml: secret_keys[1]: 5 bytes, want 16, 24 or 32"},
+		{"keys and a file", Config{Path: "p.yaml", Rules: rules, SecretKeys: [][]byte{[]byte("0123456789abcdef")}, SecretKeysFile: good},
+			"p.yaml: secret_keys and secret_keys_file are both set: set one"},
+		{"plaintext mode", Config{Path: "p.yaml", Rules: rules, SecretKeys: [][]byte{[]byte("0123456789abcdef")}, GossipPlaintext: "sometimes"},
+			`p.yaml: gossip_plaintext must be refuse, accept or send, got "sometimes"`},
+	}
+	for _, tt := range codeTests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := tt.cfg.NodeConfig(); err == nil || err.Error() != tt.err {
+				t.Fatalf("error\n got: %v\nwant: %s", err, tt.err)
 			}
 		})
 	}

@@ -38,7 +38,8 @@ const (
 var (
 	topFields = []string{"name", "grpc_addr", "gossip_addr", "advertise_addr", "http_addr", "join", "data_dir",
 		"raft_addr", "raft_advertise_addr", "strict_voters", "strict_timeout", "strict_bootstrap_wait",
-		"borrow_timeout", "persist_interval", "reconnect_interval", "tls", "insecure", "rules"}
+		"borrow_timeout", "persist_interval", "reconnect_interval", "tls", "insecure", "secret_keys", "secret_keys_file",
+		"gossip_plaintext", "rules"}
 	ruleFields = []string{"name", "count", "time_window", "window_type", "sync_interval", "allocation", "fail_mode",
 		"limits", "shadow"}
 	limitFields = []string{"count", "time_window", "window_type"}
@@ -169,8 +170,8 @@ func (d *decoder) config(doc *yaml.Node) *Config {
 			strings.Join(topFields, ", "), describe(root)))
 		return c
 	}
-	hasRules := false
-	var insecureKey *yaml.Node
+	hasRules, hasKeys := false, false
+	var insecureKey, keysFileKey, plaintextKey *yaml.Node
 	for _, f := range d.fieldsOf(root, topLevel) {
 		switch f.name {
 		case "name":
@@ -214,6 +215,21 @@ func (d *decoder) config(doc *yaml.Node) *Config {
 		case "insecure":
 			c.Insecure = d.boolean(f)
 			insecureKey = f.key
+		case "secret_keys":
+			c.SecretKeys = d.secretKeys(f)
+			hasKeys = hasKeys || !isNull(f.value)
+		case "secret_keys_file":
+			d.text(f, &c.SecretKeysFile)
+			c.secretKeysFileLine, keysFileKey = f.key.Line, f.key
+			if c.SecretKeysFile == "" && f.value.Kind == yaml.ScalarNode && f.value.ShortTag() == "!!str" {
+				d.fail(f.key, f.name, errors.New("secret_keys_file must not be empty: name a file of base64 keys, or leave the field out"))
+			}
+		case "gossip_plaintext":
+			d.text(f, &c.GossipPlaintext)
+			plaintextKey = f.key
+			if _, err := cluster.ParseGossipPlaintext(c.GossipPlaintext); err != nil {
+				d.fail(f.key, f.name, err)
+			}
 		case "rules":
 			hasRules = true
 			c.Rules = d.rules(f)
@@ -224,6 +240,14 @@ func (d *decoder) config(doc *yaml.Node) *Config {
 	}
 	if c.TLS != nil && c.Insecure {
 		d.fail(insecureKey, "insecure", errors.New("insecure: true and tls are both set: insecure serves plaintext, for a node without tls"))
+	}
+	if hasKeys && c.SecretKeysFile != "" {
+		d.fail(keysFileKey, "secret_keys_file", errors.New("secret_keys and secret_keys_file are both set: set one"))
+	}
+	if p, err := cluster.ParseGossipPlaintext(c.GossipPlaintext); err == nil && p != cluster.PlaintextRefused &&
+		!hasKeys && c.SecretKeysFile == "" {
+		d.fail(plaintextKey, "gossip_plaintext", fmt.Errorf("gossip_plaintext: %s needs secret_keys or secret_keys_file: "+
+			"it says what a node with keys does with plaintext gossip", p))
 	}
 	return c
 }
@@ -647,6 +671,9 @@ func resolve(n *yaml.Node) *yaml.Node {
 	}
 	return nil
 }
+
+// isNull reports whether v is null: a field left out.
+func isNull(v *yaml.Node) bool { return v.Kind == yaml.ScalarNode && v.ShortTag() == nullTag }
 
 // orSelf is r, or n when r is nil.
 func orSelf(r, n *yaml.Node) *yaml.Node {

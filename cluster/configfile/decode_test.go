@@ -17,7 +17,7 @@ import (
 // for the package: the shape of the document, keys, value types, and bytes
 // that are not YAML. Each error names the line of the node at fault.
 func TestParseStructureErrors(t *testing.T) {
-	const topKnown = "name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, tls, insecure, rules"
+	const topKnown = "name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, tls, insecure, secret_keys, secret_keys_file, gossip_plaintext, rules"
 	const ruleKnown = "name, count, time_window, window_type, sync_interval, allocation, fail_mode, limits, shadow"
 	tests := []struct {
 		name      string
@@ -281,6 +281,8 @@ tls:
   peer_ca_file: peer.pem
   client_ca_file: client.pem
   require_client_cert: true
+secret_keys: [MDEyMzQ1Njc4OWFiY2RlZg==]
+gossip_plaintext: accept
 `+goodRules))
 	if err != nil {
 		t.Fatal(err)
@@ -305,6 +307,9 @@ tls:
 	if want := (cluster.TLS{CertFile: "n.pem", KeyFile: "n.key", PeerCAFile: "peer.pem", ClientCAFile: "client.pem",
 		RequireClientCert: true}); got.TLS == nil || !reflect.DeepEqual(*got.TLS, want) || got.Insecure {
 		t.Errorf("TLS %+v, Insecure %v; want %+v and false", got.TLS, got.Insecure, want)
+	}
+	if len(got.SecretKeys) != 1 || string(got.SecretKeys[0]) != "0123456789abcdef" || got.GossipPlaintext != cluster.PlaintextAccepted {
+		t.Errorf("SecretKeys %q, GossipPlaintext %v; want [0123456789abcdef] and accept", got.SecretKeys, got.GossipPlaintext)
 	}
 	if len(got.Rules) != 1 || got.Rules[0].Name != "api" {
 		t.Errorf("rules %+v, want api", got.Rules)

@@ -169,8 +169,13 @@ func checkAccepted(t *testing.T, cfg *Config) {
 	if tc := cfg.TLS; tc != nil && (tc.CertFile == "" || tc.KeyFile == "" || tc.PeerCAFile == "" || cfg.Insecure) {
 		t.Fatalf("accepted tls %+v with insecure %v", *tc, cfg.Insecure)
 	}
+	checkAcceptedKeys(t, cfg)
 	nc, err := cfg.NodeConfig()
-	if err != nil {
+	switch e, _ := errors.AsType[*Error](err); {
+	case err == nil:
+	case cfg.SecretKeysFile != "" && e != nil && e.Field == "secret_keys_file":
+		// The file it names is read now, and may be anything.
+	default:
 		t.Fatalf("accepted config fails NodeConfig: %v", err)
 	}
 	switch nc.StrictVoters {
@@ -187,5 +192,36 @@ func checkAccepted(t *testing.T, cfg *Config) {
 		if !(d.v >= 0 && d.v <= 3600) {
 			t.Fatalf("accepted %s %v", d.field, d.v)
 		}
+	}
+}
+
+// checkAcceptedKeys checks that accepted gossip keys are keys AES takes,
+// at most cluster.MaxSecretKeys and none twice, from secret_keys or a
+// secret_keys_file but not both, and that gossip_plaintext is a mode,
+// given only with keys.
+func checkAcceptedKeys(t *testing.T, cfg *Config) {
+	t.Helper()
+	if len(cfg.SecretKeys) > cluster.MaxSecretKeys {
+		t.Fatalf("accepted %d secret keys", len(cfg.SecretKeys))
+	}
+	for i, k := range cfg.SecretKeys {
+		if err := cluster.CheckSecretKey("secret_keys", k); err != nil {
+			t.Fatalf("accepted %v", err)
+		}
+		for _, o := range cfg.SecretKeys[:i] {
+			if bytes.Equal(o, k) {
+				t.Fatalf("accepted secret key %d twice", i)
+			}
+		}
+	}
+	if len(cfg.SecretKeys) > 0 && cfg.SecretKeysFile != "" {
+		t.Fatalf("accepted secret_keys beside secret_keys_file %q", cfg.SecretKeysFile)
+	}
+	p, err := cluster.ParseGossipPlaintext(cfg.GossipPlaintext)
+	if err != nil {
+		t.Fatalf("accepted %v", err)
+	}
+	if p != cluster.PlaintextRefused && len(cfg.SecretKeys) == 0 && cfg.SecretKeysFile == "" {
+		t.Fatalf("accepted gossip_plaintext %s without keys", p)
 	}
 }

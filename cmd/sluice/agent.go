@@ -77,6 +77,14 @@ tls the agent serves plaintext, and only on loopback addresses unless the
 file says insecure: true (or --insecure is given); either way it warns at
 start.
 
+Gossip encryption: secret_keys in the config file, a list of base64 keys
+of 16, 24 or 32 random bytes (README.md shows how to make one), or
+secret_keys_file, a file of them one per line, encrypt gossip; the first
+key encrypts, every one decrypts, and a node without them, or with
+others, cannot join. SIGHUP installs a changed list without a restart.
+To rotate, reload every node at each step: add the new key second; make
+it first; drop the old one.
+
 With --http-addr the node also serves /metrics (Prometheus: per-rule
 decisions and latency, sync traffic per peer, members by state, and the
 Go runtime's and the process's metrics), /healthz (200 while running),
@@ -144,6 +152,7 @@ func agentMain(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 		attrs = append(attrs, "data_dir", f.DataDir)
 	}
 	attrs = append(attrs, tlsAttrs(f)...)
+	attrs = append(attrs, gossipAttrs(a)...)
 	if len(opts.envoyPaths) > 0 {
 		attrs = append(attrs, "envoy_config", strings.Join(opts.envoyPaths, ","))
 	}
@@ -391,6 +400,9 @@ type agent struct {
 	// builtin are the rules of the built-in config when the agent runs
 	// without --config, which a reload keeps.
 	builtin []window.Rule
+	// plaintext is the gossip_plaintext the node started with, which a
+	// reload cannot change.
+	plaintext cluster.GossipPlaintext
 	// envoyPaths are the --envoy-config files a reload reads again, and
 	// rls serves their limits; nil without any.
 	envoyPaths []string
@@ -431,7 +443,7 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 	cfg.JoinTimeout = opts.joinTimeout
 	// The agent serves whatever rules its file holds, strict ones too.
 	cfg.Strict = strict.Mode{}
-	a := &agent{shutdownTimeout: shutdown, envoyPaths: opts.envoyPaths}
+	a := &agent{shutdownTimeout: shutdown, envoyPaths: opts.envoyPaths, plaintext: cfg.GossipPlaintext}
 	if f.Path == defaultConfigName {
 		a.builtin = cfg.Rules
 	}
@@ -574,9 +586,11 @@ func metricsRegistry(node *cluster.Node, rls *envoyrls.Server) *prometheus.Regis
 }
 
 // reload re-reads the rules of the config file and of the --envoy-config
-// files and gives them to the node (SIGHUP). Only the rules change; other
-// settings need a restart. A file that does not parse leaves the running
-// rules alone, and so do Envoy limits whose rule names meet.
+// files and gives them to the node (SIGHUP), with the file's gossip keys
+// (secret_keys, or the secret_keys_file read again). Only the rules and the
+// keys change; other settings need a restart. A file that does not parse
+// leaves the running rules and keys alone, and so do Envoy limits whose
+// rule names meet.
 func (a *agent) reload(ctx context.Context, path string, log *slog.Logger) {
 	// The TLS files of the running node, whatever becomes of the rules;
 	// the file's tls section itself is read at start alone.
@@ -601,6 +615,7 @@ func (a *agent) reload(ctx context.Context, path string, log *slog.Logger) {
 			log.Error("SIGHUP: config not reloaded", "err", err)
 			return
 		}
+		a.reloadKeys(file, log)
 	}
 	var limits *envoyrls.Limits
 	if len(a.envoyPaths) > 0 {
@@ -627,4 +642,29 @@ func (a *agent) reload(ctx context.Context, path string, log *slog.Logger) {
 		attrs = append(attrs, "envoy_config", strings.Join(a.envoyPaths, ","))
 	}
 	log.Info("SIGHUP: rules reloaded", attrs...)
+}
+
+// reloadKeys gives the node the gossip keys of the config file just read
+// (SIGHUP): a rotation. Keys that cannot be read, or that the node refuses,
+// leave the keys in use as they are, and the rules are reloaded all the
+// same.
+func (a *agent) reloadKeys(file *configfile.Config, log *slog.Logger) {
+	if p, err := cluster.ParseGossipPlaintext(file.GossipPlaintext); err == nil && p != a.plaintext {
+		log.Warn("SIGHUP: gossip_plaintext changed; it takes a restart, and the node keeps what it started with",
+			"running", a.plaintext.String(), "file", p.String())
+	}
+	keys, err := file.NodeSecretKeys()
+	if err != nil {
+		a.node.SecretKeysFailed()
+		log.Error("SIGHUP: gossip keys not reloaded; the node keeps the keys it has", "err", err)
+		return
+	}
+	before := a.node.Metrics().GossipKeyReloads
+	if err := a.node.SetSecretKeys(keys); err != nil {
+		log.Error("SIGHUP: gossip keys not reloaded; the node keeps the keys it has", "err", err)
+		return
+	}
+	if a.node.Metrics().GossipKeyReloads != before {
+		log.Info("SIGHUP: gossip keys reloaded", "keys", len(keys))
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/cluster/configfile"
 )
 
@@ -60,4 +61,18 @@ func tlsAttrs(f *configfile.Config) []any {
 		return []any{"tls", "on", "client_certs", "required"}
 	}
 	return []any{"tls", "on", "client_certs", "optional"}
+}
+
+// gossipAttrs describe the agent's gossip encryption in its start line.
+func gossipAttrs(a *agent) []any {
+	switch keys := a.node.Metrics().GossipKeys; {
+	case a.GossipAddr() == "":
+		return nil
+	case keys == 0:
+		return []any{"gossip_encryption", "off"}
+	case a.plaintext != cluster.PlaintextRefused:
+		return []any{"gossip_encryption", "on", "gossip_keys", keys, "gossip_plaintext", a.plaintext.String()}
+	default:
+		return []any{"gossip_encryption", "on", "gossip_keys", keys}
+	}
 }

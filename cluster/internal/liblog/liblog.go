@@ -22,6 +22,10 @@ type Writer struct {
 	// library then logs as a warning or an error (a gossip send racing the
 	// close of its own socket) is the shutdown itself, logged as debug.
 	Closing func() bool
+	// Observe, when set, is called with each line, its level prefix cut,
+	// before it is logged: the node counts what a library reports only in
+	// its log (gossip it refused for its encryption).
+	Observe func(line string)
 }
 
 // Write logs one line at the level its prefix names (info without one).
@@ -37,6 +41,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 			line, level = strings.TrimSpace(rest), l.level
 			break
 		}
+	}
+	if w.Observe != nil {
+		w.Observe(line)
 	}
 	if w.QuietWarn && level == slog.LevelWarn {
 		level = slog.LevelInfo

@@ -37,3 +37,17 @@ func TestWriterLevels(t *testing.T) {
 		})
 	}
 }
+
+func TestWriterObserve(t *testing.T) {
+	var seen []string
+	w := &Writer{Log: slog.New(slog.DiscardHandler), Observe: func(line string) { seen = append(seen, line) }}
+	for _, line := range []string{"[ERR] memberlist: Decrypt packet failed: x\n", "plain\n"} {
+		if _, err := w.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"memberlist: Decrypt packet failed: x", "plain"}
+	if strings.Join(seen, "|") != strings.Join(want, "|") {
+		t.Errorf("observed %q, want %q", seen, want)
+	}
+}
