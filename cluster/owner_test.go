@@ -45,7 +45,7 @@ func TestOwnedRetryAfterAndRemaining(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !d.Allowed {
-					t.Fatalf("hit %d on %s refused with %d admitted of 10: %+v", i+1, nd.cfg.Name, i, d)
+					t.Fatalf("hit %d on %s refused with %d admitted of 10: %+v (borrow timeouts %d)", i+1, nd.cfg.Name, i, d, nd.metrics.BorrowTimeouts.Load())
 				}
 				if d.Remaining != int64(9-i) {
 					t.Errorf("hit %d on %s: remaining %d, want the fleet's %d", i+1, nd.cfg.Name, d.Remaining, 9-i)
