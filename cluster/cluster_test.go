@@ -23,11 +23,11 @@ func testLogger(t testing.TB) *slog.Logger {
 
 // startCluster starts n nodes on loopback with real memberlist and gRPC;
 // every node after the first joins the first.
-func startCluster(t testing.TB, n int, rules []window.Rule, now func() int64) []*Node {
+func startCluster(t testing.TB, n int, rules []window.Rule, now func() int64, opts ...func(*Config)) []*Node {
 	t.Helper()
 	var nodes []*Node
 	for i := range n {
-		nodes = append(nodes, startMemberClock(t, fmt.Sprintf("node-%d", i), rules, nodes, "", now))
+		nodes = append(nodes, startMemberClock(t, fmt.Sprintf("node-%d", i), rules, nodes, "", now, opts...))
 	}
 	waitFor(t, patience, "every node sees every other", func() bool {
 		for _, nd := range nodes {
@@ -40,7 +40,7 @@ func startCluster(t testing.TB, n int, rules []window.Rule, now func() int64) []
 	return nodes
 }
 
-func startMemberClock(t testing.TB, name string, rules []window.Rule, seeds []*Node, gossipAddr string, now func() int64) *Node {
+func startMemberClock(t testing.TB, name string, rules []window.Rule, seeds []*Node, gossipAddr string, now func() int64, opts ...func(*Config)) *Node {
 	t.Helper()
 	if gossipAddr == "" {
 		gossipAddr = "127.0.0.1:0"
@@ -51,11 +51,15 @@ func startMemberClock(t testing.TB, name string, rules []window.Rule, seeds []*N
 			join = append(join, s.GossipAddr())
 		}
 	}
-	nd, err := Start(context.Background(), Config{
+	cfg := Config{
 		Name: name, Rules: rules, GRPCAddr: "127.0.0.1:0", BindAddr: gossipAddr, Join: join,
 		JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second, Logger: testLogger(t), Now: clockOf(now),
 		StrictBootstrapWait: freshBootstrapWait,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	nd, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
