@@ -324,10 +324,25 @@ func (g *strictGroup) close() {
 // looks again at each change (Raft's leader or state, the log's rules, the
 // live members): nothing it waits for comes without one.
 func (g *strictGroup) waitLeader(ctx context.Context) {
+	// A node outside the group's configuration hears no heartbeat, so its
+	// Raft names no leader however long it waits: it asks the members
+	// that take part, as its forwarded checks do, again and again, since
+	// an election elsewhere changes nothing it watches.
+	ask := 50 * time.Millisecond
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
 		changed := g.changes.changed()
 		if addr, _ := g.raft.LeaderWithID(); addr != "" && (!g.isVoter() || g.fsm.hasRules(*g.rules.Load())) {
 			return
+		}
+		var again <-chan time.Time
+		if !g.isVoter() && len(g.liveMembers()) > 1 {
+			if g.leader(ctx) != "" {
+				return
+			}
+			timer.Reset(ask)
+			again, ask = timer.C, min(2*ask, time.Second)
 		}
 		if g.e.set.Clustered && !g.inGroup() && len(g.liveMembers()) == 1 {
 			// Alone and in no group: no leader will come before a peer
@@ -343,6 +358,7 @@ func (g *strictGroup) waitLeader(ctx context.Context) {
 		case <-g.down:
 			return
 		case <-changed:
+		case <-again:
 		}
 	}
 }
