@@ -464,7 +464,7 @@ func (n *Node) Ready() bool { return n.ready.Load() && !n.isClosing.Load() }
 // Errors, deciding nothing: ErrClosed once the node is closing; ctx's error
 // when ctx has ended before the check (or, for a check that waits, while it
 // waits); ErrUnknownRule (with ErrRuleNotUTF8 for a name that is not
-// UTF-8), ErrEmptyKey, ErrKeyTooLong, ErrKeyNotUTF8, ErrNegativeHits and
+// UTF-8, ErrRuleTooLong for one longer than any rule's), ErrEmptyKey, ErrKeyTooLong, ErrKeyNotUTF8, ErrNegativeHits and
 // ErrHitsOverCount for a check that could never be decided (for a strict
 // rule, ErrHitsOverCount also when the rule as the log has it, from the
 // leader's configuration, has a smaller count, whichever node leads); and,
