@@ -187,6 +187,13 @@ type RuleStats struct {
 	Keys []PartKeys
 }
 
+// Keys returns how many keys the node's counter tables hold, every rule's
+// limits together: what Config.MaxKeys bounds (the keys of the strict
+// log's state machine aside). It takes no lock: a program may poll it, to
+// give the memory of a flood of keys back to the system once they have
+// gone (README, Memory).
+func (n *Node) Keys() int { return n.replica.Keys() }
+
 // PartKeys is how many keys a node holds for one limit of a rule.
 type PartKeys struct {
 	// Name is the limit's name: the rule's for its first, name#2, #3 …

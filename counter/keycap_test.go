@@ -378,3 +378,68 @@ func TestMaxKeysConcurrent(t *testing.T) {
 		t.Fatalf("the bound counts %d keys, the tables hold %d", got, held)
 	}
 }
+
+// slotsOf is how many slots the table of rule has, in use or not, and how
+// many keys its shards index.
+func slotsOf(r *Replica, rule string) (slots, indexed int) {
+	t := r.Table(rule)
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		slots += len(sh.slots)
+		indexed += sh.keys.n
+		sh.mu.Unlock()
+	}
+	return slots, indexed
+}
+
+// TestShrinkAfterExpiry: once the keys of a flood expire, the sweep gives
+// their room back, and the keys still in use keep their counts.
+func TestShrinkAfterExpiry(t *testing.T) {
+	const w = time.Minute
+	tests := []struct {
+		name      string
+		flood     int // keys checked once, in the first window
+		kept      int // keys checked in the first window and the next
+		wantSlots int // once the flood has expired
+	}{
+		{"all expired", 20_000, 0, 0},
+		{"a tenth kept", 18_000, 2_000, 2_000},
+		{"most kept: no shrink", 5_000, 15_000, 20_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newTestReplica(t, "a", rule(10, w, window.Fixed))
+			for i := range tt.flood {
+				r.Decide(t0, "api", "flood"+strconv.Itoa(i), 1, 0, nil)
+			}
+			for i := range tt.kept {
+				r.Decide(t0, "api", "kept"+strconv.Itoa(i), 1, 0, nil)
+				r.Decide(t0+int64(w), "api", "kept"+strconv.Itoa(i), 1, 0, nil)
+			}
+			// Alone, the replica sweeps once a window.
+			later := t0 + 2*int64(w)
+			r.Tick(later)
+			slots, indexed := slotsOf(r, "api")
+			if tb := r.Table("api"); tb.Len() != tt.kept || indexed != tt.kept {
+				t.Fatalf("holds %d keys (%d indexed), want %d", tb.Len(), indexed, tt.kept)
+			}
+			if slots != tt.wantSlots {
+				t.Fatalf("%d slots for %d keys, want %d", slots, tt.kept, tt.wantSlots)
+			}
+			for i := range tt.kept {
+				k := "kept" + strconv.Itoa(i)
+				if own, _ := r.Table("api").Counts(k, later); own != (window.Counts{Prev: 1}) {
+					t.Fatalf("key %s counts %+v after the sweep, want its hit of the last window", k, own)
+				}
+			}
+			// The shrunk shards take keys again, and find them.
+			for i := range 1000 {
+				r.Decide(later, "api", "new"+strconv.Itoa(i), 1, 0, nil)
+			}
+			if got := r.Table("api").Len(); got != tt.kept+1000 {
+				t.Fatalf("holds %d keys after 1000 more, want %d", got, tt.kept+1000)
+			}
+		})
+	}
+}

@@ -49,7 +49,7 @@ type Replica struct {
 	order []*Table
 	peers map[Incarnation]*peerState
 	seq   uint64
-	sweep []int64 // per table in order: next expiry pass when alone
+	sweep []int64 // per table in order: next expiry pass when alone (sweepAfter)
 	live  int32   // nodes live, this one included
 	alive *[]bool // live incarnations by registry id
 	fleet *fleet  // the live nodes keys of owner-allocated rules have owners among
@@ -144,7 +144,7 @@ func NewReplica(cfg Config) (*Replica, error) {
 		t.nextSync.Store(cfg.Start + int64(cfg.Phase))
 		tables[rule.Name] = t
 		r.order = append(r.order, t)
-		r.sweep = append(r.sweep, cfg.Start+int64(rule.Window))
+		r.sweep = append(r.sweep, sweepAfter(cfg.Start, rule.Window))
 	}
 	r.keyCap.setSets(keySets(r.order), nil)
 	r.tables.Store(&tables)
@@ -158,6 +158,16 @@ func (r *Replica) Self() Incarnation { return r.self }
 
 // Table returns the table of the named rule, or nil.
 func (r *Replica) Table(rule string) *Table { return (*r.tables.Load())[rule] }
+
+// Keys returns how many keys the replica's tables hold, every rule's
+// together: what Config.MaxKeys bounds. It takes no lock.
+func (r *Replica) Keys() int {
+	n := 0
+	for _, t := range *r.tables.Load() {
+		n += t.Len()
+	}
+	return n
+}
 
 // Allow decides a check of hits on key under rule at moment now (Unix
 // nanoseconds) and records the hits if admitted. It never waits on peers.
@@ -276,7 +286,7 @@ func (r *Replica) SetRules(rules []window.Rule, now int64) error {
 		if sw, ok := sweeps[rule.Name]; ok && t.rule.Window == ot.rule.Window {
 			sweep = append(sweep, sw)
 		} else {
-			sweep = append(sweep, now+int64(rule.Window))
+			sweep = append(sweep, sweepAfter(now, rule.Window))
 		}
 	}
 	r.order, r.sweep = order, sweep
@@ -426,7 +436,7 @@ func (r *Replica) Tick(now int64) []Outbound {
 		if len(peers) == 0 {
 			if now >= r.sweep[i] {
 				t.round(now, 0, t.epoch.Load(), false)
-				r.sweep[i] = now + int64(t.rule.Window)
+				r.sweep[i] = sweepAfter(now, t.rule.Window)
 			}
 			if due {
 				t.nextSync.Store(nextRound(t.nextSync.Load(), t.syncEvery(), now))
@@ -502,6 +512,15 @@ func (r *Replica) Tick(now int64) []Outbound {
 		}})
 	}
 	return out
+}
+
+// sweepAfter is when a lone replica next expires keys of a rule whose
+// windows are w long, after moment now: at the next window boundary, when
+// the keys last counted two windows before have nothing left in the
+// current window or the one before. A key so leaves within two windows of
+// its last hit.
+func sweepAfter(now int64, w time.Duration) int64 {
+	return window.Start(window.Index(now, w)+1, w)
 }
 
 func nextRound(due int64, every time.Duration, now int64) int64 {

@@ -576,7 +576,7 @@ func (t *Table) round(now int64, since, epoch uint64, collect bool) []stamped {
 
 // eachKept rolls every key to window idx, drops those with nothing left in
 // it or the window before, and calls f on each of the rest with its shard
-// locked.
+// locked. A shard left holding a quarter of its slots or fewer is shrunk.
 func (t *Table) eachKept(idx int64, f func(s *slot)) {
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -593,9 +593,43 @@ func (t *Table) eachKept(idx int64, f func(s *slot)) {
 			}
 			f(s)
 		}
+		sh.shrink()
 		sh.mu.Unlock()
 	}
 }
+
+// shrink moves the keys of a shard that holds a quarter of its slots or
+// fewer into arrays their size, so that the room a flood of keys took is
+// given back once they expire, not kept for the next; the caller holds
+// sh.mu. Slots move, so no slot may be held across it. O(the shard's
+// slots), and at most once for every three quarters of them freed.
+func (sh *shard) shrink() {
+	n := sh.keys.n
+	if len(sh.slots) < shrinkFrom || n > len(sh.slots)/4 {
+		return
+	}
+	old, oldRef := sh.slots, sh.ref
+	sh.slots, sh.ref, sh.free, sh.keys, sh.hand = nil, nil, nil, keyIndex{}, 0
+	if n == 0 {
+		return
+	}
+	sh.slots = make([]slot, 0, n+n/16+8)
+	sh.ref = make([]uint64, (n+63)/64)
+	for j := range old {
+		if old[j].key == "" {
+			continue
+		}
+		i := int32(len(sh.slots))
+		sh.slots = append(sh.slots, old[j])
+		if oldRef[j>>6]&(1<<(j&63)) != 0 {
+			sh.ref[i>>6] |= 1 << (i & 63)
+		}
+		sh.keys.insert(sh.hashAt(i), i, sh.hashAt)
+	}
+}
+
+// shrinkFrom is the fewest slots a shard must have for shrink to bother.
+const shrinkFrom = 64
 
 // empty reports whether nothing is held for the slot's windows.
 func (s *slot) empty() bool {
