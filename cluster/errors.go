@@ -35,6 +35,10 @@ var (
 	// ErrRuleNotUTF8: the rule name is not valid UTF-8. No rule has such a
 	// name, so the error matches ErrUnknownRule too.
 	ErrRuleNotUTF8 = counter.ErrRuleNotUTF8
+	// ErrRuleTooLong: the rule name is longer than counter.MaxRuleLen
+	// bytes. No rule has such a name, so the error matches ErrUnknownRule
+	// too; it says the name's length, not the name.
+	ErrRuleTooLong = counter.ErrRuleTooLong
 	// ErrNegativeHits: the check's hits are below 0.
 	ErrNegativeHits = counter.ErrNegativeHits
 	// ErrHitsOverCount: the check's hits exceed the rule's count, so no

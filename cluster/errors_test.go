@@ -32,6 +32,8 @@ func TestErrorsFromThePackageUsersImport(t *testing.T) {
 		{"key not UTF-8", "api", "user:\xff", 1, ErrKeyNotUTF8},
 		{"rule not UTF-8", "api\xff", "user:1", 1, ErrRuleNotUTF8},
 		{"rule not UTF-8 is unknown", "api\xff", "user:1", 1, ErrUnknownRule},
+		{"rule too long", strings.Repeat("r", counter.MaxRuleLen+1), "user:1", 1, ErrRuleTooLong},
+		{"rule too long is unknown", strings.Repeat("r", counter.MaxRuleLen+1), "user:1", 1, ErrUnknownRule},
 		{"negative hits", "api", "user:1", -1, ErrNegativeHits},
 		{"hits over the count", "api", "user:1", 6, ErrHitsOverCount},
 	} {

@@ -97,8 +97,8 @@ func names(nodes []*Node) []string {
 	return out
 }
 
-// refusals is the gossip the nodes refused for its encryption, together.
-func refusals(nodes ...*Node) int64 {
+// gossipRefusals is the gossip the nodes refused for its encryption, together.
+func gossipRefusals(nodes ...*Node) int64 {
 	var sum int64
 	for _, nd := range nodes {
 		sum += nd.Metrics().GossipRefusals
@@ -160,12 +160,12 @@ func TestGossipKeysKeepIntrudersOut(t *testing.T) {
 	}
 	for _, k := range intruders {
 		t.Run(k.name, func(t *testing.T) {
-			before := refusals(fleet...)
+			before := gossipRefusals(fleet...)
 			k.join, k.joinTimeout = fleet[:1], 500*time.Millisecond
 			in := startKeyed(t, k)
 			// Its join at start and two reconnects refused, both ways.
 			waitFor(t, patience, k.name+"'s joins refused by the fleet and the fleet's answers by "+k.name, func() bool {
-				return in.Metrics().GossipRefusals >= 3 && refusals(fleet...)-before >= 3
+				return in.Metrics().GossipRefusals >= 3 && gossipRefusals(fleet...)-before >= 3
 			})
 			checkFleet(t, fleet)
 			if got := memberNames(in); !slices.Equal(got, []string{k.name}) {
@@ -228,7 +228,7 @@ func TestGossipKeyRotation(t *testing.T) {
 			everyoneAnswers(t, fleet, fmt.Sprintf("every node answers every other's ping after %s did step %d (%s)",
 				nd.Name(), s+1, step.name))
 		}
-		if n := refusals(fleet...); n != 0 {
+		if n := gossipRefusals(fleet...); n != 0 {
 			t.Fatalf("step %d (%s): the fleet refused %d gossip messages for their key", s+1, step.name, n)
 		}
 		checkFleet(t, fleet)
@@ -256,10 +256,10 @@ func TestGossipKeyRotation(t *testing.T) {
 	waitFor(t, patience, "the node with the new key joins", peersAre(fleet, int64(len(fleet)-1)))
 	checkFleet(t, fleet)
 
-	before := refusals(fleet...)
+	before := gossipRefusals(fleet...)
 	stale := startKeyed(t, keyedNode{name: "old-key", keys: [][]byte{oldKey}, join: fleet[:1], joinTimeout: 500 * time.Millisecond})
 	waitFor(t, patience, "the node with the old key refused", func() bool {
-		return stale.Metrics().GossipRefusals >= 3 && refusals(fleet...)-before >= 3
+		return stale.Metrics().GossipRefusals >= 3 && gossipRefusals(fleet...)-before >= 3
 	})
 	checkFleet(t, fleet)
 	if got := memberNames(stale); !slices.Equal(got, []string{"old-key"}) {
@@ -308,12 +308,12 @@ func TestGossipPlaintextSteps(t *testing.T) {
 			if tt.joins {
 				waitFor(t, patience, "the two see each other", peersAre(pair, 1))
 				everyoneAnswers(t, pair, "each answers the other's ping")
-				if n := refusals(pair...); n != 0 {
+				if n := gossipRefusals(pair...); n != 0 {
 					t.Errorf("%d gossip messages refused for their encryption", n)
 				}
 				return
 			}
-			waitFor(t, patience, "the joins refused", func() bool { return refusals(pair...) >= 3 })
+			waitFor(t, patience, "the joins refused", func() bool { return gossipRefusals(pair...) >= 3 })
 			// The seed may have taken the joiner in before the joiner
 			// refused its answer; the joiner never takes the seed.
 			if got := memberNames(joiner); !slices.Equal(got, []string{"joiner"}) {

@@ -51,6 +51,13 @@ func AcceptInvalidUTF8(r grpc.ServiceRegistrar, requests ...proto.Message) bool 
 type registrar struct {
 	*grpc.Server
 	lenient *lenientUTF8
+	n       *Node
+}
+
+// RegisterService registers a service on the node's server, its messages
+// refused for their size counted (Node.sizeCounted).
+func (r *registrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	r.Server.RegisterService(r.n.sizeCounted(desc), impl)
 }
 
 // lenientUTF8 decodes, for the message types it accepts, a message

@@ -188,6 +188,8 @@ func expectedRefusal(c fuzzCheck) (codes.Code, string) {
 		}
 	}
 	switch {
+	case r == nil && len(c.rule) > counter.MaxRuleLen:
+		return codes.InvalidArgument, "rule name too long"
 	case r == nil && !utf8.ValidString(c.rule):
 		return codes.InvalidArgument, "rule must be valid UTF-8"
 	case r == nil:
@@ -212,7 +214,7 @@ func checkAnswer(t *testing.T, checks []fuzzCheck, batch bool, results []*sluice
 	t.Helper()
 	wantCode, wantText, prefix := codes.OK, "", ""
 	if batch && len(checks) > MaxBatchChecks {
-		wantCode, wantText = codes.InvalidArgument, fmt.Sprintf("checks: at most %d per batch, got %d", MaxBatchChecks, len(checks))
+		wantCode, wantText = codes.InvalidArgument, fmt.Sprintf("checks: %d checks in a batch, at most %d", len(checks), MaxBatchChecks)
 	} else {
 		for i, c := range checks {
 			if code, text := expectedRefusal(c); code != codes.OK {

@@ -14,7 +14,8 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-// MaxBatchChecks is the most checks one CheckBatch request may carry.
+// MaxBatchChecks is the most checks one CheckBatch request may carry: a
+// larger batch is refused whole, InvalidArgument, before any is decided.
 const MaxBatchChecks = 1000
 
 // limiterService serves the sluice.v1.Limiter gRPC API from a node.
@@ -29,9 +30,10 @@ type limiterService struct {
 //
 // Errors of Check and CheckBatch are gRPC statuses: NotFound for an unknown
 // rule; InvalidArgument for a rule name or key that is not valid UTF-8, an
-// empty or over-long key, negative hits or hits above the rule's count;
-// Unavailable once the node is closed. Messages name the field and the
-// offending value. Rules does not fail.
+// empty or over-long key, a rule name longer than any rule's, negative hits
+// or hits above the rule's count, and a batch of more than MaxBatchChecks
+// checks; Unavailable once the node is closed. Messages name the field and
+// the offending value. Rules does not fail.
 func NewLimiterService(n *Node) sluicev1.LimiterServer {
 	return &limiterService{node: n}
 }
@@ -42,13 +44,25 @@ func (s *limiterService) Check(ctx context.Context, req *sluicev1.CheckRequest) 
 		return nil, statusFor(errEmptyCheck, "")
 	}
 	if err := partRule(req.GetRule()); err != nil {
-		return nil, statusFor(err, "")
+		return nil, s.refuse(err, "")
 	}
 	d, err := s.node.Allow(ctx, req.GetRule(), req.GetKey(), req.GetHits())
 	if err != nil {
-		return nil, statusFor(err, "")
+		return nil, s.refuse(err, "")
 	}
 	return decisionToProto(d), nil
+}
+
+// refuse is statusFor, counting a check refused for the length of its key
+// or rule name (Metrics.RefusedKeyLength, RefusedRuleLength).
+func (s *limiterService) refuse(err error, prefix string) error {
+	switch {
+	case errors.Is(err, counter.ErrKeyTooLong):
+		s.node.metrics.RefusedKeyLength.Add(1)
+	case errors.Is(err, counter.ErrRuleTooLong):
+		s.node.metrics.RefusedRuleLength.Add(1)
+	}
+	return statusFor(err, prefix)
 }
 
 // partRule is ErrUnknownRule for the name of a part of a rule with
@@ -68,7 +82,8 @@ func partRule(rule string) error {
 func (s *limiterService) CheckBatch(ctx context.Context, req *sluicev1.CheckBatchRequest) (*sluicev1.CheckBatchResponse, error) {
 	checks := req.GetChecks()
 	if len(checks) > MaxBatchChecks {
-		return nil, status.Errorf(codes.InvalidArgument, "checks: at most %d per batch, got %d", MaxBatchChecks, len(checks))
+		s.node.metrics.RefusedBatchSize.Add(1)
+		return nil, status.Errorf(codes.InvalidArgument, "checks: %d checks in a batch, at most %d", len(checks), MaxBatchChecks)
 	}
 	for i, c := range checks {
 		err := errEmptyCheck
@@ -78,14 +93,14 @@ func (s *limiterService) CheckBatch(ctx context.Context, req *sluicev1.CheckBatc
 			}
 		}
 		if err != nil {
-			return nil, statusFor(err, fmt.Sprintf("checks[%d]: ", i))
+			return nil, s.refuse(err, fmt.Sprintf("checks[%d]: ", i))
 		}
 	}
 	out := &sluicev1.CheckBatchResponse{Results: make([]*sluicev1.CheckResponse, 0, len(checks))}
 	for i, c := range checks {
 		d, err := s.node.Allow(ctx, c.GetRule(), c.GetKey(), c.GetHits())
 		if err != nil {
-			return nil, statusFor(err, fmt.Sprintf("checks[%d]: ", i))
+			return nil, s.refuse(err, fmt.Sprintf("checks[%d]: ", i))
 		}
 		out.Results = append(out.Results, decisionToProto(d))
 	}
@@ -125,8 +140,8 @@ var errEmptyCheck = errors.New("check must not be empty")
 func statusFor(err error, prefix string) error {
 	code := codes.Internal
 	switch {
-	case errors.Is(err, counter.ErrRuleNotUTF8):
-		// Before ErrUnknownRule, which it matches as well: the name is
+	case errors.Is(err, counter.ErrRuleNotUTF8), errors.Is(err, counter.ErrRuleTooLong):
+		// Before ErrUnknownRule, which they match as well: the name is
 		// malformed, not misspelt.
 		code = codes.InvalidArgument
 	case errors.Is(err, counter.ErrUnknownRule):

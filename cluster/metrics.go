@@ -95,6 +95,15 @@ type Metrics struct {
 	// encryption is required, encrypted with no key this node holds, or
 	// encrypted to a node without keys.
 	GossipRefusals int64
+	// RefusedBatchSize, RefusedKeyLength, RefusedRuleLength,
+	// RefusedMessageSize and RefusedDeltaSize count what the node refused
+	// from outside for a bound on its size (README, Limits on input): a
+	// CheckBatch of more than MaxBatchChecks checks; a check of a key
+	// longer than counter.MaxKeyLen, or of a rule name longer than
+	// counter.MaxRuleLen, over gRPC; a gRPC message larger than
+	// MaxMessageSize, to any service the node serves; a peer's delta of
+	// more entries, rules or incarnations than wire.MaxDeltaEntries.
+	RefusedBatchSize, RefusedKeyLength, RefusedRuleLength, RefusedMessageSize, RefusedDeltaSize int64
 }
 
 // counters are the node's live metrics, updated as it works: each is the
@@ -118,6 +127,8 @@ type counters struct {
 	GossipKeys                                                       atomic.Int64
 	GossipKeyReloads, GossipKeyReloadErrors                          atomic.Int64
 	GossipRefusals                                                   atomic.Int64
+	RefusedBatchSize, RefusedKeyLength, RefusedRuleLength            atomic.Int64
+	RefusedMessageSize, RefusedDeltaSize                             atomic.Int64
 }
 
 func newCounters() *counters { return &counters{} }
@@ -164,6 +175,11 @@ func (c *counters) snapshot() Metrics {
 		GossipKeyReloads:        c.GossipKeyReloads.Load(),
 		GossipKeyReloadErrors:   c.GossipKeyReloadErrors.Load(),
 		GossipRefusals:          c.GossipRefusals.Load(),
+		RefusedBatchSize:        c.RefusedBatchSize.Load(),
+		RefusedKeyLength:        c.RefusedKeyLength.Load(),
+		RefusedRuleLength:       c.RefusedRuleLength.Load(),
+		RefusedMessageSize:      c.RefusedMessageSize.Load(),
+		RefusedDeltaSize:        c.RefusedDeltaSize.Load(),
 	}
 }
 
@@ -180,6 +196,11 @@ type Series struct {
 	// Value is the series' value.
 	Value int64
 }
+
+// refusedHelp describes sluice_requests_refused_total.
+const refusedHelp = "Requests and peers' deltas refused for a bound on their size, by reason: batch_size (a CheckBatch of more than " +
+	"1000 checks), key_length (over 1024 bytes), rule_length (over 130 bytes), message_size (a gRPC message over 16 MiB), " +
+	"delta_size (a peer's delta of more than 65536 entries, rules or incarnations)."
 
 // Series lists the metrics as Prometheus series, in a fixed order: what
 // WritePrometheus writes, and what the collector of package cluster/prom
@@ -227,6 +248,11 @@ func (m Metrics) Series() []Series {
 		{Name: "sluice_gossip_key_reloads_total", Counter: true, Help: "Changes of the gossip keys, by result: taken, or refused (the keys before stay in use).", Value: m.GossipKeyReloads, Label: "result", LabelValue: "ok"},
 		{Name: "sluice_gossip_key_reloads_total", Counter: true, Help: "Changes of the gossip keys, by result: taken, or refused (the keys before stay in use).", Value: m.GossipKeyReloadErrors, Label: "result", LabelValue: "error"},
 		{Name: "sluice_gossip_refusals_total", Counter: true, Help: "Gossip messages and connections refused for their encryption: plaintext where it is required, or no key in common.", Value: m.GossipRefusals},
+		{Name: "sluice_requests_refused_total", Counter: true, Help: refusedHelp, Value: m.RefusedBatchSize, Label: "reason", LabelValue: "batch_size"},
+		{Name: "sluice_requests_refused_total", Counter: true, Help: refusedHelp, Value: m.RefusedKeyLength, Label: "reason", LabelValue: "key_length"},
+		{Name: "sluice_requests_refused_total", Counter: true, Help: refusedHelp, Value: m.RefusedRuleLength, Label: "reason", LabelValue: "rule_length"},
+		{Name: "sluice_requests_refused_total", Counter: true, Help: refusedHelp, Value: m.RefusedMessageSize, Label: "reason", LabelValue: "message_size"},
+		{Name: "sluice_requests_refused_total", Counter: true, Help: refusedHelp, Value: m.RefusedDeltaSize, Label: "reason", LabelValue: "delta_size"},
 	}
 }
 

@@ -1,11 +1,15 @@
 package cluster
 
 import (
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluicehq/sluice/cluster/internal/wire"
+	"github.com/sluicehq/sluice/counter"
 )
 
 // TestMetricsSnapshotReadsEveryCounter sets every live counter to a value
@@ -62,5 +66,21 @@ func TestMetricsAreValues(t *testing.T) {
 	m.Borrows = 99
 	if got := c.snapshot().Borrows; got != 5 {
 		t.Fatalf("Borrows after changing a snapshot = %d, want 5", got)
+	}
+}
+
+// TestRefusedHelp checks that the description of
+// sluice_requests_refused_total says the bounds the node has.
+func TestRefusedHelp(t *testing.T) {
+	for _, want := range []string{
+		fmt.Sprintf("more than %d checks", MaxBatchChecks),
+		fmt.Sprintf("over %d bytes), rule_length", counter.MaxKeyLen),
+		fmt.Sprintf("over %d bytes), message_size", counter.MaxRuleLen),
+		fmt.Sprintf("over %d MiB", MaxMessageSize>>20),
+		fmt.Sprintf("more than %d entries", wire.MaxDeltaEntries),
+	} {
+		if !strings.Contains(refusedHelp, want) {
+			t.Errorf("the help of sluice_requests_refused_total does not say %q: %s", want, refusedHelp)
+		}
 	}
 }

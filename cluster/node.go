@@ -134,6 +134,17 @@ type Config struct {
 	// ShutdownTimeout bounds how long Close waits for in-flight gRPC calls.
 	// Default 5s.
 	ShutdownTimeout time.Duration
+	// MaxKeys bounds the keys the node holds, every rule's limits
+	// together, wherever they come from: checks, peers' deltas, state
+	// pulls. Once it holds MaxKeys, a new key takes the place of one held:
+	// one of the rule holding the most keys, a key used least recently
+	// there first. An evicted key starts again from no count, as a new
+	// one does, so a key evicted while its window runs may be admitted
+	// more than its count in that window: set it well above the keys the
+	// node serves in two windows; it is there to bound a flood of keys.
+	// Default DefaultMaxKeys; negative: no bound. The keys the strict
+	// log's state machine holds are not bounded by it (README, Memory).
+	MaxKeys int
 	// Logger receives the node's logs; default slog.Default().
 	Logger *slog.Logger
 	// Now returns the current time; default the wall clock. Tests and
@@ -231,7 +242,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.self = counter.Incarnation{Node: cfg.Name, Boot: newBootID()}
 	n.metrics.Members.Store(1)
 	n.hash.Store(rulesHash(parts))
-	replica, err := counter.NewReplica(counter.Config{Self: n.self, Rules: parts, Start: n.now(), AskTimeout: cfg.BorrowTimeout})
+	replica, err := counter.NewReplica(counter.Config{Self: n.self, Rules: parts, Start: n.now(), AskTimeout: cfg.BorrowTimeout,
+		MaxKeys: max(cfg.MaxKeys, 0)})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}
@@ -286,6 +298,9 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 5 * time.Second
+	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = DefaultMaxKeys
 	}
 	if cfg.BorrowTimeout <= 0 {
 		cfg.BorrowTimeout = DefaultBorrowTimeout
@@ -467,7 +482,7 @@ func (n *Node) Ready() bool { return n.ready.Load() && !n.isClosing.Load() }
 // Errors, deciding nothing: ErrClosed once the node is closing; ctx's error
 // when ctx has ended before the check (or, for a check that waits, while it
 // waits); ErrUnknownRule (with ErrRuleNotUTF8 for a name that is not
-// UTF-8), ErrEmptyKey, ErrKeyTooLong, ErrKeyNotUTF8, ErrNegativeHits and
+// UTF-8, ErrRuleTooLong for one longer than any rule's), ErrEmptyKey, ErrKeyTooLong, ErrKeyNotUTF8, ErrNegativeHits and
 // ErrHitsOverCount for a check that could never be decided (for a strict
 // rule, ErrHitsOverCount also when the rule as the log has it, from the
 // leader's configuration, has a smaller count, whichever node leads); and,

@@ -20,11 +20,12 @@ type peerService struct {
 }
 
 // pullChunk is how many entries go into one Pull message.
-const pullChunk = 4096
+const pullChunk = wire.SplitEntries
 
 // Sync merges every delta the stream brings. A malformed delta ends the
-// stream with InvalidArgument naming the sender; the sender then reconnects
-// and resends everything.
+// stream with InvalidArgument naming the sender, one too large
+// (wire.ErrDeltaTooLarge) with ResourceExhausted; the sender then
+// reconnects and resends everything.
 func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 	n := s.node
 	// Receive in a goroutine so that a closing node ends the stream at once
@@ -72,7 +73,7 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 		if err != nil {
 			n.metrics.DeltasRejected.Add(1)
 			n.log.Warn("rejected a delta", "err", err)
-			return status.Error(codes.InvalidArgument, err.Error())
+			return status.Error(n.deltaRefused(err), err.Error())
 		}
 		if d.From == n.self {
 			return status.Error(codes.InvalidArgument, "a node cannot sync with itself")
@@ -125,11 +126,12 @@ func (s *peerService) Pull(req *sluicev1.PullRequest, stream sluicev1.Peer_PullS
 	return nil
 }
 
-// splitDelta cuts a snapshot into deltas of at most max entries each, every
-// one carrying the full incarnation list so it stands alone.
+// splitDelta cuts a delta into deltas of at most max entries each, every
+// one carrying the full incarnation list so it stands alone, and d's
+// sequence number and ack.
 func splitDelta(d *counter.Delta, max int) []*counter.Delta {
 	var out []*counter.Delta
-	cur := &counter.Delta{From: d.From, Seq: d.Seq, Kind: d.Kind, Incarnations: d.Incarnations, Live: d.Live, Full: d.Full}
+	cur := &counter.Delta{From: d.From, Seq: d.Seq, Ack: d.Ack, Kind: d.Kind, Incarnations: d.Incarnations, Live: d.Live, Full: d.Full}
 	size := 0
 	for _, rd := range d.Rules {
 		for start := 0; start < len(rd.Entries); {
@@ -140,7 +142,7 @@ func splitDelta(d *counter.Delta, max int) []*counter.Delta {
 			start = end
 			if size == max {
 				out = append(out, cur)
-				cur = &counter.Delta{From: d.From, Seq: d.Seq, Kind: d.Kind, Incarnations: d.Incarnations, Live: d.Live, Full: d.Full}
+				cur = &counter.Delta{From: d.From, Seq: d.Seq, Ack: d.Ack, Kind: d.Kind, Incarnations: d.Incarnations, Live: d.Live, Full: d.Full}
 				size = 0
 			}
 		}

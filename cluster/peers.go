@@ -73,19 +73,32 @@ type peer struct {
 	vouched atomic.Bool
 }
 
-// queued is a delta waiting for its peer, in its wire form, with the
+// queued is a delta waiting for its peer, in its wire form (one message,
+// or several for a delta of more than wire.SplitEntries entries), with the
 // number of entries it carries and the node-clock time of its counts (0 for
 // a one-off message that is not a sync round).
 type queued struct {
-	msg     []byte
+	msgs    [][]byte
 	entries int
 	at      int64
 }
 
 // newQueued puts d, sent at sentAt on this node's own clock, in its wire
-// form for a peer's queue.
+// form for a peer's queue. A delta of more entries than wire.SplitEntries
+// goes as several, each within the bound a peer takes (wire.ParseDelta)
+// and within a gRPC message: a node that has just seen a flood of new keys
+// reports them all at its next round.
 func newQueued(d *counter.Delta, sentAt, at int64) queued {
-	return queued{msg: wire.AppendDelta(make([]byte, 0, wire.DeltaCap(d)), d, sentAt), entries: d.Size(), at: at}
+	q := queued{entries: d.Size(), at: at}
+	parts := []*counter.Delta{d}
+	if q.entries > wire.SplitEntries {
+		parts = splitDelta(d, wire.SplitEntries)
+	}
+	q.msgs = make([][]byte, len(parts))
+	for i, p := range parts {
+		q.msgs[i] = wire.AppendDelta(make([]byte, 0, wire.DeltaCap(p)), p, sentAt)
+	}
+	return q
 }
 
 // peerQueue is how many deltas may wait for a slow peer.
@@ -192,7 +205,7 @@ func (ps *peerSet) start(info peerInfo) (*peer, error) {
 	network := ps.n.network()
 	conn, err := grpc.NewClient("passthrough:///"+info.grpcAddr, grpc.WithTransportCredentials(ps.creds),
 		grpc.WithContextDialer(network.Dial),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize)))
 	if err != nil {
 		return nil, err
 	}
@@ -381,22 +394,25 @@ func (p *peer) run(ctx context.Context, n *Node) {
 				msgs = append(msgs, q)
 			}
 		}
+	send:
 		for _, q := range msgs {
-			if err := stream.SendMsg(&rawDelta{q.msg}); err != nil {
-				if !errors.Is(err, io.EOF) {
-					n.log.Debug("sync stream broke", "peer", p.info.name, "err", err)
+			for _, msg := range q.msgs {
+				if err := stream.SendMsg(&rawDelta{msg}); err != nil {
+					if !errors.Is(err, io.EOF) {
+						n.log.Debug("sync stream broke", "peer", p.info.name, "err", err)
+					}
+					broke()
+					break send
 				}
-				broke()
-				break
+				n.metrics.DeltasSent.Add(1)
+				n.metrics.BytesSent.Add(int64(len(msg)))
+				p.stats.deltasSent.Add(1)
+				p.stats.bytesSent.Add(uint64(len(msg)))
 			}
 			if q.at > p.written.Load() {
 				p.written.Store(q.at)
 			}
-			n.metrics.DeltasSent.Add(1)
 			n.metrics.EntriesSent.Add(int64(q.entries))
-			n.metrics.BytesSent.Add(int64(len(q.msg)))
-			p.stats.deltasSent.Add(1)
-			p.stats.bytesSent.Add(uint64(len(q.msg)))
 		}
 	}
 }

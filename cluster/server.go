@@ -18,7 +18,10 @@ import (
 // cluster (and Strict, which strict mode registers), health and reflection
 // for operators, and what Config.GRPCServices adds, all on one port.
 type server struct {
-	grpc   *grpc.Server
+	grpc *grpc.Server
+	// reg registers services on grpc, counting the messages it refuses
+	// for their size (Node.sizeCounted).
+	reg    *registrar
 	health *health.Server
 	lis    net.Listener
 	served chan struct{}
@@ -33,7 +36,7 @@ func newServer(ctx context.Context, n *Node) (*server, error) {
 		return nil, fmt.Errorf("sluice: grpc_addr: %w", err)
 	}
 	codec := newServerCodec()
-	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageSize), grpc.ForceServerCodecV2(codec)},
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageSize), grpc.ForceServerCodecV2(codec)},
 		n.serverOptions()...)
 	s := &server{
 		grpc:   grpc.NewServer(opts...),
@@ -41,17 +44,18 @@ func newServer(ctx context.Context, n *Node) (*server, error) {
 		lis:    lis,
 		served: make(chan struct{}),
 	}
-	sluicev1.RegisterLimiterServer(s.grpc, NewLimiterService(n))
+	reg := &registrar{Server: s.grpc, lenient: codec.lenient, n: n}
+	s.reg = reg
+	sluicev1.RegisterLimiterServer(reg, NewLimiterService(n))
 	// Limiter's handlers check that a rule and key are UTF-8 (Node.Check,
 	// Node.Allow), and answer InvalidArgument naming the field.
 	codec.lenient.accept(&sluicev1.CheckRequest{}, &sluicev1.CheckBatchRequest{})
-	sluicev1.RegisterPeerServer(s.grpc, &peerService{node: n})
-	reg := &registrar{Server: s.grpc, lenient: codec.lenient}
+	sluicev1.RegisterPeerServer(reg, &peerService{node: n})
 	for _, register := range n.cfg.GRPCServices {
 		register(reg, n)
 	}
-	healthpb.RegisterHealthServer(s.grpc, s.health)
-	reflection.Register(s.grpc)
+	healthpb.RegisterHealthServer(reg, s.health)
+	reflection.Register(reg)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(sluicev1.Limiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s, nil
@@ -69,8 +73,10 @@ func (s *server) serve(log interface{ Error(string, ...any) }) {
 	}()
 }
 
-// maxMessageSize bounds one gRPC message, a sync delta included.
-const maxMessageSize = 16 << 20
+// MaxMessageSize bounds one gRPC message the node takes, of any service it
+// serves, a peer's sync delta included: gRPC refuses a larger one with
+// ResourceExhausted before any handler reads it.
+const MaxMessageSize = 16 << 20
 
 func (s *server) addr() string { return s.lis.Addr().String() }
 

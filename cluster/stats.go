@@ -187,14 +187,26 @@ type RuleStats struct {
 	Keys []PartKeys
 }
 
+// Keys returns how many keys the node's counter tables hold, every rule's
+// limits together: what Config.MaxKeys bounds (the keys of the strict
+// log's state machine aside). It takes no lock: a program may poll it, to
+// give the memory of a flood of keys back to the system once they have
+// gone (README, Memory).
+func (n *Node) Keys() int { return n.replica.Keys() }
+
 // PartKeys is how many keys a node holds for one limit of a rule.
 type PartKeys struct {
 	// Name is the limit's name: the rule's for its first, name#2, #3 …
 	// for the others (window.Rule.Parts).
 	Name string
 	// Keys is how many keys its counter table holds: those with counts
-	// in the current or the previous window.
+	// in the current or the previous window. For a strict rule, it adds
+	// those the strict log's state machine holds on this node, where it
+	// runs one.
 	Keys int
+	// Evicted is how many keys its counter table evicted to keep the node
+	// within Config.MaxKeys; it carries over a Reload that keeps the rule.
+	Evicted uint64
 }
 
 // RuleStats returns what the node counted of each of its rules, in the
@@ -220,7 +232,11 @@ func (n *Node) RuleStats() []RuleStats {
 		}
 		for _, p := range r.Parts() {
 			if t := n.replica.Table(p.Name); t != nil {
-				st.Keys = append(st.Keys, PartKeys{Name: p.Name, Keys: t.Len()})
+				k := PartKeys{Name: p.Name, Keys: t.Len(), Evicted: t.Evicted()}
+				if r.IsStrict() && n.strict != nil {
+					k.Keys += n.strict.Keys(p.Name)
+				}
+				st.Keys = append(st.Keys, k)
 			}
 		}
 		out = append(out, st)

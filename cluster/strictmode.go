@@ -86,7 +86,7 @@ func (h strictHost) DialRaft(ctx context.Context, addr string) (net.Conn, error)
 
 func (h strictHost) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	if h.n.server != nil {
-		h.n.server.grpc.RegisterService(desc, impl)
+		h.n.server.reg.RegisterService(desc, impl)
 	}
 }
 

@@ -67,7 +67,7 @@ func BenchmarkSyncCPU(b *testing.B) {
 			// receiver.
 			// A node pays for writing what it sends and reading what it is
 			// sent: node 0's share is timed, its peers' is not.
-			encode := func(d *counter.Delta) []byte { return newQueued(d, 1, 0).msg }
+			encode := func(d *counter.Delta) [][]byte { return newQueued(d, 1, 0).msgs }
 			parse := func(msg []byte) *counter.Delta {
 				got, _, err := wire.ParseDelta(msg)
 				if err != nil {
@@ -106,19 +106,23 @@ func BenchmarkSyncCPU(b *testing.B) {
 				}
 				var out []counter.Outbound
 				pprof.Do(context.Background(), pprof.Labels("node", "0"), func(context.Context) { out = nodes[0].Tick(now) })
-				sent := make([][]byte, len(out))
+				sent := make([][][]byte, len(out))
 				for i, o := range out {
 					sent[i] = encode(o.Delta)
 					if timed {
 						sentEntries += int64(o.Delta.Size())
-						bytes += int64(len(sent[i]))
+						for _, m := range sent[i] {
+							bytes += int64(len(m))
+						}
 					}
 				}
 				if timed {
 					b.StopTimer()
 				}
 				for i, o := range out {
-					inbox[index[o.To]] = append(inbox[index[o.To]], parse(sent[i]))
+					for _, m := range sent[i] {
+						inbox[index[o.To]] = append(inbox[index[o.To]], parse(m))
+					}
 				}
 				// Deliver: node 0's inbox on the wire and timed, the rest
 				// directly; replies go back the same way.
@@ -134,12 +138,14 @@ func BenchmarkSyncCPU(b *testing.B) {
 					for _, j := range order {
 						timedHere := timed && j == 0
 						var msgs [][]byte
+						deltas := inbox[j]
 						if j == 0 {
 							// What node 0 is sent, in the wire form its
 							// senders wrote.
 							for _, d := range inbox[j] {
-								msgs = append(msgs, encode(d))
+								msgs = append(msgs, encode(d)...)
 							}
+							deltas = make([]*counter.Delta, len(msgs))
 						}
 						if timedHere {
 							// One timed stretch for node 0's whole inbox:
@@ -147,7 +153,7 @@ func BenchmarkSyncCPU(b *testing.B) {
 							// would stop the world hundreds of times.
 							b.StartTimer()
 						}
-						for k, d := range inbox[j] {
+						for k, d := range deltas {
 							var res counter.ReceiveResult
 							var err error
 							if j == 0 {
@@ -160,7 +166,9 @@ func BenchmarkSyncCPU(b *testing.B) {
 									gotEntries += int64(d.Size())
 									bytes += int64(len(msgs[k]))
 									if err == nil && res.Reply != nil {
-										bytes += int64(len(newQueued(res.Reply.Delta, 1, 0).msg))
+										for _, m := range encode(res.Reply.Delta) {
+											bytes += int64(len(m))
+										}
 										sentEntries += int64(res.Reply.Delta.Size())
 									}
 								})

@@ -165,7 +165,7 @@ func releaseShare(t *testing.T, r *Replica, key string) float64 {
 	sh, h := tb.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.lookup(key, h, 0, false)
+	s := sh.lookup(key, h)
 	if s == nil || s.x == nil {
 		t.Fatalf("%s holds no shared state for %q", r.Self().Node, key)
 	}

@@ -22,6 +22,9 @@
 // read and write under the same lock. Split along the policies, each part
 // would reach into the others' state; what stays small is each file.
 //
+// A replica holds at most Config.MaxKeys keys, its rules' together,
+// whoever brings them; past it a new key evicts one (keycap.go).
+//
 // Like package window, counter is pure: it reads no clock, starts no
 // goroutine and touches no network. The cluster drives it with wall-clock
 // time and gRPC; the simulator drives the very same code with virtual time.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/window"
 )
 
 // Errors Allow returns for a check it cannot decide; each is wrapped with the
@@ -22,15 +24,28 @@ var (
 	// ErrRuleNotUTF8 is a rule name that is not valid UTF-8; it matches
 	// ErrUnknownRule too, since no rule is so named.
 	ErrRuleNotUTF8 = errors.New("rule must be valid UTF-8")
+	// ErrRuleTooLong is a rule name longer than MaxRuleLen; it matches
+	// ErrUnknownRule too, since no rule is so named.
+	ErrRuleTooLong = errors.New("rule name too long")
 )
 
 // MaxKeyLen is the longest key a check may name, in bytes.
 const MaxKeyLen = 1024
 
+// MaxRuleLen is the longest rule name a check may name, in bytes: a
+// rule's longest name, and the suffix of one of its parts (window.PartOf;
+// window.MaxLimits is one digit).
+const MaxRuleLen = window.MaxNameLen + len(window.PartSep) + 1
+
 // UnknownRule is the error for a check naming rule, which the node does not
 // have: ErrUnknownRule with the name quoted, and ErrRuleNotUTF8 as well for
-// a name that is not valid UTF-8.
+// a name that is not valid UTF-8. A name longer than MaxRuleLen is
+// ErrRuleTooLong, which matches ErrUnknownRule, with its length alone: it
+// is not sent back to whoever sent it.
 func UnknownRule(rule string) error {
+	if len(rule) > MaxRuleLen {
+		return ruleTooLong(len(rule))
+	}
 	if !utf8.ValidString(rule) {
 		return fmt.Errorf("%w %q: %w", ErrUnknownRule, rule, ErrRuleNotUTF8)
 	}
@@ -48,4 +63,16 @@ func keyNotUTF8(key string) error {
 		i += size
 	}
 	return ErrKeyNotUTF8
+}
+
+// ruleTooLong is ErrRuleTooLong for a name of so many bytes.
+type ruleTooLong int
+
+func (n ruleTooLong) Error() string {
+	return fmt.Sprintf("%v: %d bytes, at most %d", ErrRuleTooLong, int(n), MaxRuleLen)
+}
+
+// Is makes the error match ErrUnknownRule as well as ErrRuleTooLong.
+func (n ruleTooLong) Is(target error) bool {
+	return target == ErrRuleTooLong || target == ErrUnknownRule
 }

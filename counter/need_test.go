@@ -38,7 +38,7 @@ func TestReportNeed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rule := window.Rule{Name: "r", Count: tc.count, Window: time.Second, Type: window.Fixed,
 				SyncInterval: 200 * time.Millisecond, Allocation: window.Owner}
-			tb := newTable(rule, newRegistry(), newRoundTrips(tc.askTimeout), 1)
+			tb := newTable(rule, newRegistry(), newRoundTrips(tc.askTimeout), 1, nil)
 			tb.live.Store(tc.live)
 			if got := tb.reportNeed(tc.demand, tc.rtt); got != tc.want {
 				t.Errorf("need for %d hits per interval, round trip %v: %d, want %d",

@@ -153,7 +153,7 @@ func leaseOf(r *Replica, key string) owned {
 	sh, h := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s := sh.lookup(key, h, 0, false); s != nil && s.owned() != nil {
+	if s := sh.lookup(key, h); s != nil && s.owned() != nil {
 		return *s.owned()
 	}
 	return owned{}
@@ -687,7 +687,7 @@ func describeKey(r *Replica, key string) string {
 	sh, h := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.lookup(key, h, 0, false)
+	s := sh.lookup(key, h)
 	if s == nil || s.o == nil {
 		return "none"
 	}

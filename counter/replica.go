@@ -27,6 +27,10 @@ type Config struct {
 	// (owner allocation), 0 for no limit: a node whose round trip to an
 	// owner is longer cannot ask it in time and lives on its grants alone.
 	AskTimeout time.Duration
+	// MaxKeys bounds the keys the replica holds, every rule's together,
+	// wherever they come from (checks, peers' deltas, state pulls): a new
+	// key past it evicts one held (see keycap.go). 0 or less: no bound.
+	MaxKeys int
 }
 
 // Replica is one node's whole view of every rule's counts, and its side of
@@ -38,13 +42,14 @@ type Replica struct {
 	selfID uint32
 	reg    *registry
 	rtt    *roundTrips
+	keyCap *keyCap // nil: no bound
 	tables atomic.Pointer[map[string]*Table]
 
 	mu    sync.Mutex // guards what follows
 	order []*Table
 	peers map[Incarnation]*peerState
 	seq   uint64
-	sweep []int64 // per table in order: next expiry pass when alone
+	sweep []int64 // per table in order: next expiry pass when alone (sweepAfter)
 	live  int32   // nodes live, this one included
 	alive *[]bool // live incarnations by registry id
 	fleet *fleet  // the live nodes keys of owner-allocated rules have owners among
@@ -125,8 +130,8 @@ type Outbound struct {
 
 // NewReplica returns a replica for cfg.
 func NewReplica(cfg Config) (*Replica, error) {
-	r := &Replica{self: cfg.Self, reg: newRegistry(), rtt: newRoundTrips(cfg.AskTimeout), peers: make(map[Incarnation]*peerState), live: 1,
-		outsiders: map[string]map[uint32]bool{}}
+	r := &Replica{self: cfg.Self, reg: newRegistry(), rtt: newRoundTrips(cfg.AskTimeout), keyCap: newKeyCap(cfg.MaxKeys),
+		peers: make(map[Incarnation]*peerState), live: 1, outsiders: map[string]map[uint32]bool{}}
 	r.selfID = r.reg.id(cfg.Self)
 	cfg.Rules = window.WithDefaults(cfg.Rules)
 	if err := validateRules(cfg.Rules); err != nil {
@@ -135,12 +140,13 @@ func NewReplica(cfg Config) (*Replica, error) {
 	tables := make(map[string]*Table, len(cfg.Rules))
 	for i := range cfg.Rules {
 		rule := cfg.Rules[i]
-		t := newTable(rule, r.reg, r.rtt, r.selfID)
+		t := newTable(rule, r.reg, r.rtt, r.selfID, r.keyCap)
 		t.nextSync.Store(cfg.Start + int64(cfg.Phase))
 		tables[rule.Name] = t
 		r.order = append(r.order, t)
-		r.sweep = append(r.sweep, cfg.Start+int64(rule.Window))
+		r.sweep = append(r.sweep, sweepAfter(cfg.Start, rule.Window))
 	}
+	r.keyCap.setSets(keySets(r.order), nil)
 	r.tables.Store(&tables)
 	return r, nil
 }
@@ -152,6 +158,16 @@ func (r *Replica) Self() Incarnation { return r.self }
 
 // Table returns the table of the named rule, or nil.
 func (r *Replica) Table(rule string) *Table { return (*r.tables.Load())[rule] }
+
+// Keys returns how many keys the replica's tables hold, every rule's
+// together: what Config.MaxKeys bounds. It takes no lock.
+func (r *Replica) Keys() int {
+	n := 0
+	for _, t := range *r.tables.Load() {
+		n += t.Len()
+	}
+	return n
+}
 
 // Allow decides a check of hits on key under rule at moment now (Unix
 // nanoseconds) and records the hits if admitted. It never waits on peers.
@@ -239,12 +255,13 @@ func (r *Replica) SetRules(rules []window.Rule, now int64) error {
 		case ot != nil && ot.rule.Window == rule.Window && ot.rule.Type == rule.Type:
 			t = ot.successor(rule)
 		default:
-			t = newTable(rule, r.reg, r.rtt, r.selfID)
+			t = newTable(rule, r.reg, r.rtt, r.selfID, r.keyCap)
 			t.live.Store(r.live)
 			t.aliveBy.Store(r.alive)
 			if ot != nil {
-				// The counts start afresh, the decisions counted go on.
-				t.tallied = ot.Tally()
+				// The counts start afresh, the decisions and evictions
+				// counted go on.
+				t.tallied, t.evictedBefore = ot.Tally(), ot.Evicted()
 			}
 		}
 		if ot != nil && (ot.rule.Allocation != rule.Allocation || ot.rule.IsStrict() != rule.IsStrict()) {
@@ -269,12 +286,32 @@ func (r *Replica) SetRules(rules []window.Rule, now int64) error {
 		if sw, ok := sweeps[rule.Name]; ok && t.rule.Window == ot.rule.Window {
 			sweep = append(sweep, sw)
 		} else {
-			sweep = append(sweep, now+int64(rule.Window))
+			sweep = append(sweep, sweepAfter(now, rule.Window))
 		}
 	}
 	r.order, r.sweep = order, sweep
 	r.tables.Store(&tables)
+	// The keys of tables no longer used count no more: a check still
+	// holding one of them may add a key there, which nothing counts or
+	// bounds, and which goes with the table.
+	kept := keySets(order)
+	var dropped []*keySet
+	for _, ot := range old {
+		if !slices.Contains(kept, ot.keys) {
+			dropped = append(dropped, ot.keys)
+		}
+	}
+	r.keyCap.setSets(kept, dropped)
 	return nil
+}
+
+// keySets returns the key sets of tables.
+func keySets(tables []*Table) []*keySet {
+	out := make([]*keySet, len(tables))
+	for i, t := range tables {
+		out[i] = t.keys
+	}
+	return out
 }
 
 func validateRules(rules []window.Rule) error {
@@ -399,7 +436,7 @@ func (r *Replica) Tick(now int64) []Outbound {
 		if len(peers) == 0 {
 			if now >= r.sweep[i] {
 				t.round(now, 0, t.epoch.Load(), false)
-				r.sweep[i] = now + int64(t.rule.Window)
+				r.sweep[i] = sweepAfter(now, t.rule.Window)
 			}
 			if due {
 				t.nextSync.Store(nextRound(t.nextSync.Load(), t.syncEvery(), now))
@@ -475,6 +512,15 @@ func (r *Replica) Tick(now int64) []Outbound {
 		}})
 	}
 	return out
+}
+
+// sweepAfter is when a lone replica next expires keys of a rule whose
+// windows are w long, after moment now: at the next window boundary, when
+// the keys last counted two windows before have nothing left in the
+// current window or the one before. A key so leaves within two windows of
+// its last hit.
+func sweepAfter(now int64, w time.Duration) int64 {
+	return window.Start(window.Index(now, w)+1, w)
 }
 
 func nextRound(due int64, every time.Duration, now int64) int64 {

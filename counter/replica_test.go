@@ -43,6 +43,8 @@ func TestAllowErrors(t *testing.T) {
 		{"key cut inside a rune", "api", "é"[:1], 1, ErrKeyNotUTF8},
 		{"key with a surrogate", "api", "\xed\xa0\x80", 1, ErrKeyNotUTF8},
 		{"rule not UTF-8", "api\xff", "k", 1, ErrRuleNotUTF8},
+		{"rule too long", strings.Repeat("r", MaxRuleLen+1), "k", 1, ErrRuleTooLong},
+		{"rule too long is unknown", strings.Repeat("r", MaxRuleLen+1), "k", 1, ErrUnknownRule},
 		{"negative hits", "api", "k", -1, ErrNegativeHits},
 		{"hits over count", "api", "k", 11, ErrHitsOverCount},
 	}

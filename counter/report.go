@@ -327,7 +327,7 @@ func (t *Table) report(inc uint32, e *Entry, now int64, seq uint64) (Entry, bool
 	sh, h := t.shardOf(e.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.lookup(e.Key, h, idx, true)
+	s := t.slotOf(sh, e.Key, h, idx, now)
 	if s == nil {
 		return Entry{}, false
 	}

@@ -188,11 +188,10 @@ func (r *Replica) Settle(now int64, rule, key string, hits int64, outcome Outcom
 // hits of other checks behind them counted in its need: the owner grants by
 // need what it has room for, and counts as admitted only what is asked.
 func (t *Table) question(key string, now, hits, waiting int64) (routed, bool) {
-	idx := window.Index(now, t.rule.Window)
 	sh, h := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.lookup(key, h, idx, false)
+	s := sh.lookup(key, h)
 	if s == nil || s.owned() == nil || !t.owns() {
 		return routed{}, false
 	}

@@ -45,13 +45,17 @@ type Table struct {
 	fwdMu sync.Mutex
 	fwd   []routed
 
-	// shards hold the keys. A table that replaces another for a changed
-	// rule with the same window shares them, so a check that still holds
-	// the old table counts in the same place.
+	// keys are the table's keys, and shards their shards. A table that
+	// replaces another for a changed rule with the same window shares
+	// them, so a check that still holds the old table counts in the same
+	// place.
+	keys   *keySet
 	shards *[shardCount]shard
-	// tallied is what the tables this one replaced for a changed window
-	// had tallied, which its own shards do not hold.
-	tallied Tally
+	// tallied and evictedBefore are what the tables this one replaced for
+	// a changed window had tallied and evicted, which its own shards do
+	// not hold.
+	tallied       Tally
+	evictedBefore uint64
 }
 
 type shard struct {
@@ -64,7 +68,17 @@ type shard struct {
 	// plain integers on the cache line of the lock the decision already
 	// holds, so that counting costs a check an add, not a shared atomic.
 	tally [outcomes]uint64
-	_     [64]byte // keeps neighbouring shards' locks off one cache line
+	// set is the key set the shard belongs to, and lim the bound its keys
+	// count against (nil: none, or no longer: its table was dropped).
+	set *keySet
+	lim *keyCap
+	// ref holds a bit per slot, set when its key is looked up and cleared
+	// by the clock hand, which is at slot hand (see keycap.go); evicted
+	// counts the keys the hand evicted.
+	ref     []uint64
+	hand    int32
+	evicted uint64
+	_       [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 // Tally counts the decisions a table made through Replica.Decide,
@@ -130,11 +144,12 @@ func (t *Table) count(sh *shard, admitted bool) {
 // hashAt is the hash of the key in the slot at position i.
 func (sh *shard) hashAt(i int32) uint64 { return maphash.String(sh.seed, sh.slots[i].key) }
 
-func newTable(rule window.Rule, reg *registry, rtt *roundTrips, self uint32) *Table {
-	t := &Table{rule: rule, reg: reg, rtt: rtt, self: self, seed: maphash.MakeSeed(), shards: new([shardCount]shard)}
-	for i := range t.shards {
-		t.shards[i].seed = t.seed
-	}
+// newTable returns an empty table for rule, whose keys count against c
+// (nil: no bound).
+func newTable(rule window.Rule, reg *registry, rtt *roundTrips, self uint32, c *keyCap) *Table {
+	t := &Table{rule: rule, reg: reg, rtt: rtt, self: self, seed: maphash.MakeSeed()}
+	t.keys = newKeySet(rule.Window, t.seed, c)
+	t.shards = &t.keys.shards
 	t.policy = policyFor(rule.Allocation)
 	t.epoch.Store(1)
 	t.live.Store(1)
@@ -145,8 +160,8 @@ func newTable(rule window.Rule, reg *registry, rtt *roundTrips, self uint32) *Ta
 // type, holding old's keys and counts: own, peers' and their versions carry
 // over; allocation state starts afresh, as the policy or budget may differ.
 func (old *Table) successor(rule window.Rule) *Table {
-	t := &Table{rule: rule, reg: old.reg, rtt: old.rtt, self: old.self, seed: old.seed, shards: old.shards,
-		tallied: old.tallied}
+	t := &Table{rule: rule, reg: old.reg, rtt: old.rtt, self: old.self, seed: old.seed, keys: old.keys, shards: old.shards,
+		tallied: old.tallied, evictedBefore: old.evictedBefore}
 	t.policy = policyFor(rule.Allocation)
 	t.epoch.Store(old.epoch.Load())
 	t.live.Store(old.live.Load())
@@ -193,18 +208,44 @@ func (t *Table) shardOf(key string) (*shard, uint64) {
 	return &t.shards[h%shardCount], h
 }
 
-// lookup returns the slot for key, whose hash is h, creating it if create
-// is set (nil only when the shard holds maxShardSlots keys, or for a key
-// that is not valid UTF-8); the caller holds sh.mu.
+// lookup returns the slot for key, whose hash is h, or nil if the shard
+// holds none, and marks the key used for the clock hand (keycap.go); the
+// caller holds sh.mu.
+func (sh *shard) lookup(key string, h uint64) *slot {
+	i, ok := sh.keys.find(h, key, sh.slots)
+	if !ok {
+		return nil
+	}
+	// Read first: a key checked again and again dirties no line.
+	if w, bit := &sh.ref[i>>6], uint64(1)<<(i&63); *w&bit == 0 {
+		*w |= bit
+	}
+	return &sh.slots[i]
+}
+
+// slotOf returns the slot for key, whose hash is h, in sh, which the
+// caller holds, making it, with idx its newest window, if the shard holds
+// none: nil only for a key that is not valid UTF-8, when the shard holds
+// maxShardSlots keys, or when the replica holds Config.MaxKeys and no key
+// could be evicted for it (see keycap.go).
 //
 // A slot is made here alone, so every key a table holds is valid UTF-8,
 // as the wire and the store need, and a check of a key the table holds
 // need not read the key's bytes again (see Table.check).
-func (sh *shard) lookup(key string, h uint64, idx int64, create bool) *slot {
-	if i, ok := sh.keys.find(h, key, sh.slots); ok {
-		return &sh.slots[i]
+func (t *Table) slotOf(sh *shard, key string, h uint64, idx, now int64) *slot {
+	if s := sh.lookup(key, h); s != nil {
+		return s
 	}
-	if !create || !utf8.ValidString(key) {
+	return t.insert(sh, key, h, idx, now)
+}
+
+// insert is slotOf for a key the shard does not hold.
+func (t *Table) insert(sh *shard, key string, h uint64, idx, now int64) *slot {
+	if !utf8.ValidString(key) || len(sh.free) == 0 && len(sh.slots) >= maxShardSlots {
+		return nil
+	}
+	if c := sh.lim; c != nil && c.held.Add(1) > c.max && !c.makeRoom(t.keys, sh, int(h%shardCount), now) {
+		c.held.Add(-1)
 		return nil
 	}
 	// Clone so that a key sliced from a large request buffer does not pin it.
@@ -213,8 +254,6 @@ func (sh *shard) lookup(key string, h uint64, idx int64, create bool) *slot {
 	if n := len(sh.free); n > 0 {
 		i = sh.free[n-1]
 		sh.free = sh.free[:n-1]
-	} else if len(sh.slots) >= maxShardSlots {
-		return nil
 	} else {
 		if len(sh.slots) == cap(sh.slots) {
 			// Grown by a sixteenth, not doubled: a table of a million keys
@@ -225,9 +264,16 @@ func (sh *shard) lookup(key string, h uint64, idx int64, create bool) *slot {
 		}
 		sh.slots = append(sh.slots, slot{})
 		i = int32(len(sh.slots) - 1)
+		if int(i>>6) == len(sh.ref) {
+			sh.ref = append(sh.ref, 0)
+		}
 	}
+	// The key's bit starts clear: a key seen once goes before those seen
+	// again.
+	sh.ref[i>>6] &^= uint64(1) << (i & 63)
 	sh.slots[i] = slot{key: key, idx: idx}
 	sh.keys.insert(h, i, sh.hashAt)
+	sh.set.held.Add(1)
 	return &sh.slots[i]
 }
 
@@ -274,15 +320,22 @@ func (t *Table) try(key string, now, hits int64, how asking, tk *Ticket) (d wind
 	live := t.live.Load()
 	sh, h := t.shardOf(key)
 	sh.mu.Lock()
-	s := sh.lookup(key, h, idx, true)
+	// slotOf, written out: the check of a key the table holds, the one a
+	// node makes most, makes one call fewer.
+	s := sh.lookup(key, h)
+	if s == nil {
+		s = t.insert(sh, key, h, idx, now)
+	}
 	if s == nil {
 		if !utf8.ValidString(key) {
 			// A new key that is not UTF-8, which no slot may hold.
 			sh.mu.Unlock()
 			return d, false, keyNotUTF8(key)
 		}
-		// The shard is full (a billion keys): decided as a key seen for the
-		// first time, and not remembered.
+		// No room (the replica is full and every key it could evict is
+		// in a shard another check holds, or the shard holds a billion
+		// keys): decided as a key seen for the first time, and not
+		// remembered.
 		d = t.rule.DecideAt(window.Counts{}, elapsed, hits)
 		if tk == nil {
 			t.count(sh, d.Allowed)
@@ -414,7 +467,7 @@ func (t *Table) Counts(key string, now int64) (own, view window.Counts) {
 	sh, h := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.lookup(key, h, idx, false)
+	s := sh.lookup(key, h)
 	if s == nil {
 		return own, view
 	}
@@ -436,16 +489,7 @@ func (t *Table) Counts(key string, now int64) (own, view window.Counts) {
 }
 
 // Len returns the number of keys the table holds.
-func (t *Table) Len() int {
-	n := 0
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		n += sh.keys.n
-		sh.mu.Unlock()
-	}
-	return n
-}
+func (t *Table) Len() int { return int(t.keys.held.Load()) }
 
 // merge folds one entry from incarnation inc into the table. Entries more
 // than one window ahead of now come from a clock too far ahead to trust and
@@ -498,7 +542,7 @@ func (t *Table) slotFor(key string, win, now int64) (*shard, *slot, int) {
 	}
 	sh, h := t.shardOf(key)
 	sh.mu.Lock()
-	s := sh.lookup(key, h, max(idx, win), true)
+	s := t.slotOf(sh, key, h, max(idx, win), now)
 	if s == nil {
 		sh.mu.Unlock()
 		return nil, nil, -1
@@ -532,7 +576,7 @@ func (t *Table) round(now int64, since, epoch uint64, collect bool) []stamped {
 
 // eachKept rolls every key to window idx, drops those with nothing left in
 // it or the window before, and calls f on each of the rest with its shard
-// locked.
+// locked. A shard left holding a quarter of its slots or fewer is shrunk.
 func (t *Table) eachKept(idx int64, f func(s *slot)) {
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -549,9 +593,43 @@ func (t *Table) eachKept(idx int64, f func(s *slot)) {
 			}
 			f(s)
 		}
+		sh.shrink()
 		sh.mu.Unlock()
 	}
 }
+
+// shrink moves the keys of a shard that holds a quarter of its slots or
+// fewer into arrays their size, so that the room a flood of keys took is
+// given back once they expire, not kept for the next; the caller holds
+// sh.mu. Slots move, so no slot may be held across it. O(the shard's
+// slots), and at most once for every three quarters of them freed.
+func (sh *shard) shrink() {
+	n := sh.keys.n
+	if len(sh.slots) < shrinkFrom || n > len(sh.slots)/4 {
+		return
+	}
+	old, oldRef := sh.slots, sh.ref
+	sh.slots, sh.ref, sh.free, sh.keys, sh.hand = nil, nil, nil, keyIndex{}, 0
+	if n == 0 {
+		return
+	}
+	sh.slots = make([]slot, 0, n+n/16+8)
+	sh.ref = make([]uint64, (n+63)/64)
+	for j := range old {
+		if old[j].key == "" {
+			continue
+		}
+		i := int32(len(sh.slots))
+		sh.slots = append(sh.slots, old[j])
+		if oldRef[j>>6]&(1<<(j&63)) != 0 {
+			sh.ref[i>>6] |= 1 << (i & 63)
+		}
+		sh.keys.insert(sh.hashAt(i), i, sh.hashAt)
+	}
+}
+
+// shrinkFrom is the fewest slots a shard must have for shrink to bother.
+const shrinkFrom = 64
 
 // empty reports whether nothing is held for the slot's windows.
 func (s *slot) empty() bool {
@@ -567,6 +645,10 @@ func (sh *shard) remove(i int32, h uint64) {
 	sh.keys.remove(h, i, sh.hashAt)
 	sh.slots[i] = slot{}
 	sh.free = append(sh.free, i)
+	sh.set.held.Add(-1)
+	if sh.lim != nil {
+		sh.lim.held.Add(-1)
+	}
 }
 
 // stamped is an own entry with the epoch it last changed in.

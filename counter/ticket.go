@@ -109,7 +109,7 @@ func (t *Table) refund(tk *Ticket, now int64) int64 {
 	sh, h := t.shardOf(tk.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.lookup(tk.Key, h, idx, false)
+	s := sh.lookup(tk.Key, h)
 	if s == nil {
 		return 0
 	}

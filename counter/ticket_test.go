@@ -291,7 +291,7 @@ func spentOf(t *Table, key string) int64 {
 	sh, h := t.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.lookup(key, h, 0, false)
+	s := sh.lookup(key, h)
 	if s == nil || s.x == nil {
 		return 0
 	}

@@ -74,6 +74,10 @@ type Config struct {
 	// ReconnectInterval (reconnect_interval) is, in seconds, how often the
 	// node retries failed members and seeds it is not joined to; default 5.
 	ReconnectInterval float64
+	// MaxKeys (max_keys) bounds the keys the node holds, every rule's
+	// together (cluster.Config.MaxKeys): left out or 0, 1,000,000; -1 (or
+	// any negative number), no bound.
+	MaxKeys int
 	// TLS (tls) secures the gRPC port and the Raft transport
 	// (cluster.TLS); nil serves plaintext.
 	TLS *TLS
@@ -287,6 +291,7 @@ func (c *Config) NodeConfig() (cluster.Config, error) {
 		RaftAddr:          c.RaftAddr,
 		RaftAdvertiseAddr: c.RaftAdvertiseAddr,
 		StrictVoters:      c.StrictVoters,
+		MaxKeys:           c.MaxKeys,
 		Insecure:          c.Insecure,
 	}
 	if cfg.SecretKeys, err = c.NodeSecretKeys(); err != nil {

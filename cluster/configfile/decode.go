@@ -38,7 +38,7 @@ const (
 var (
 	topFields = []string{"name", "grpc_addr", "gossip_addr", "advertise_addr", "http_addr", "join", "data_dir",
 		"raft_addr", "raft_advertise_addr", "strict_voters", "strict_timeout", "strict_bootstrap_wait",
-		"borrow_timeout", "persist_interval", "reconnect_interval", "tls", "insecure", "secret_keys", "secret_keys_file",
+		"borrow_timeout", "persist_interval", "reconnect_interval", "max_keys", "tls", "insecure", "secret_keys", "secret_keys_file",
 		"gossip_plaintext", "rules"}
 	ruleFields = []string{"name", "count", "time_window", "window_type", "sync_interval", "allocation", "fail_mode",
 		"limits", "shadow"}
@@ -210,6 +210,12 @@ func (d *decoder) config(doc *yaml.Node) *Config {
 			d.setting(f, &c.PersistInterval)
 		case "reconnect_interval":
 			d.setting(f, &c.ReconnectInterval)
+		case "max_keys":
+			if n := d.integer(f); n != nil {
+				// Any negative number is no bound; a number past an int32
+				// (2^31 − 1 keys) is as good as it.
+				c.MaxKeys = int(min(max(*n, -1), math.MaxInt32))
+			}
 		case "tls":
 			c.TLS = d.tls(f)
 		case "insecure":

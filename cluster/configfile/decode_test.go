@@ -3,6 +3,7 @@ package configfile
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // for the package: the shape of the document, keys, value types, and bytes
 // that are not YAML. Each error names the line of the node at fault.
 func TestParseStructureErrors(t *testing.T) {
-	const topKnown = "name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, tls, insecure, secret_keys, secret_keys_file, gossip_plaintext, rules"
+	const topKnown = "name, grpc_addr, gossip_addr, advertise_addr, http_addr, join, data_dir, raft_addr, raft_advertise_addr, strict_voters, strict_timeout, strict_bootstrap_wait, borrow_timeout, persist_interval, reconnect_interval, max_keys, tls, insecure, secret_keys, secret_keys_file, gossip_plaintext, rules"
 	const ruleKnown = "name, count, time_window, window_type, sync_interval, allocation, fail_mode, limits, shadow"
 	tests := []struct {
 		name      string
@@ -44,6 +45,8 @@ func TestParseStructureErrors(t *testing.T) {
 			"bad.yaml:1: strict_voters must be an integer, got !!str `three`", "strict_voters"},
 		{"fractional voters", "strict_voters: 3.5\n" + goodRules,
 			"bad.yaml:1: strict_voters must be an integer, got !!float `3.5`", "strict_voters"},
+		{"word for max_keys", "max_keys: lots\n" + goodRules,
+			"bad.yaml:1: max_keys must be an integer, got !!str `lots`", "max_keys"},
 		{"list for a string", "name: [a, b]\n" + goodRules,
 			"bad.yaml:1: name must be a string, got !!seq", "name"},
 		{"mapping for a number", "rules:\n  - name: api\n    count: 1\n    time_window:\n      seconds: 10\n",
@@ -275,6 +278,7 @@ borrow_timeout: 0.1
 strict_bootstrap_wait: 0.5
 persist_interval: 0.000000001
 reconnect_interval: 3600
+max_keys: 50000
 tls:
   cert_file: n.pem
   key_file: n.key
@@ -295,13 +299,13 @@ gossip_plaintext: accept
 		AdvertiseAddr: "10.0.0.1:7946", DataDir: "/tmp/d", RaftAddr: "127.0.0.1:7072",
 		RaftAdvertiseAddr: "10.0.0.1:7072", StrictVoters: 5, StrictTimeout: 2 * time.Second,
 		BorrowTimeout: 100 * time.Millisecond, StrictBootstrapWait: 500 * time.Millisecond,
-		PersistInterval: time.Nanosecond, ReconnectInterval: time.Hour}
+		PersistInterval: time.Nanosecond, ReconnectInterval: time.Hour, MaxKeys: 50_000}
 	if got.Name != want.Name || got.GRPCAddr != want.GRPCAddr || got.BindAddr != want.BindAddr ||
 		got.AdvertiseAddr != want.AdvertiseAddr || got.DataDir != want.DataDir || got.RaftAddr != want.RaftAddr ||
 		got.RaftAdvertiseAddr != want.RaftAdvertiseAddr || got.StrictVoters != want.StrictVoters ||
 		got.StrictTimeout != want.StrictTimeout || got.BorrowTimeout != want.BorrowTimeout ||
 		got.StrictBootstrapWait != want.StrictBootstrapWait || got.PersistInterval != want.PersistInterval ||
-		got.ReconnectInterval != want.ReconnectInterval || len(got.Join) != 1 || got.Join[0] != "127.0.0.1:7947" {
+		got.ReconnectInterval != want.ReconnectInterval || got.MaxKeys != want.MaxKeys || len(got.Join) != 1 || got.Join[0] != "127.0.0.1:7947" {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 	if want := (cluster.TLS{CertFile: "n.pem", KeyFile: "n.key", PeerCAFile: "peer.pem", ClientCAFile: "client.pem",
@@ -325,6 +329,25 @@ gossip_plaintext: accept
 		"p.yaml: reconnect_interval must be seconds in (0, 3600], got 7200"
 	if err == nil || err.Error() != wantErr {
 		t.Errorf("error %v, want %s", err, wantErr)
+	}
+	for _, tt := range []struct {
+		file string
+		want int
+	}{
+		{"", 0}, // the node's default
+		{"max_keys: 0\n", 0},
+		{"max_keys: -1\n", -1},
+		{"max_keys: -5\n", -1},
+		{"max_keys: 1e6\n", 1_000_000},
+		{"max_keys: 99999999999\n", math.MaxInt32},
+	} {
+		c, err := Parse("m.yaml", []byte(tt.file+goodRules))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.file, err)
+		}
+		if nc, err := c.NodeConfig(); err != nil || nc.MaxKeys != tt.want {
+			t.Errorf("%q: MaxKeys %d (%v), want %d", tt.file, nc.MaxKeys, err, tt.want)
+		}
 	}
 	if _, err := (&Config{Path: "p.yaml"}).NodeConfig(); err == nil || err.Error() != "p.yaml: rules: at least one rule is required" {
 		t.Errorf("no rules: error %v", err)

@@ -105,6 +105,12 @@ func (s *Server) SetLimits(l *Limits) {
 	s.limits.Store(l)
 }
 
+// MaxDescriptors is the most descriptors one request may carry: each is a
+// check, and a request is decided all or nothing, as a CheckBatch of at
+// most cluster.MaxBatchChecks checks is. Envoy sends one per rate limit
+// action of a route.
+const MaxDescriptors = cluster.MaxBatchChecks
+
 // part is one descriptor of a request: the limit it matched (nil for none),
 // the key it counts under and its hits.
 type part struct {
@@ -122,7 +128,7 @@ type part struct {
 // match one) and is counted under a key made UTF-8 and unique by a hash.
 //
 // Errors are gRPC statuses: InvalidArgument for an empty domain or
-// descriptors list, and for what sluice does not implement (a descriptor's
+// descriptors list, more than MaxDescriptors descriptors, and for what sluice does not implement (a descriptor's
 // limit override or is_negative_hits), naming the field; Unavailable while
 // the node closes or its rules are being reloaded; FailedPrecondition for
 // a request that matches more than one strict limit; Aborted when a strict
@@ -148,6 +154,9 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 	descs := req.GetDescriptors()
 	if len(descs) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "descriptors: must not be empty; a request needs at least one descriptor")
+	}
+	if len(descs) > MaxDescriptors {
+		return nil, status.Errorf(codes.InvalidArgument, "descriptors: %d descriptors in a request, at most %d", len(descs), MaxDescriptors)
 	}
 	var root *tree
 	if d := s.limits.Load().domains[req.GetDomain()]; d != nil {

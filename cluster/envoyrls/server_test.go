@@ -431,6 +431,13 @@ func TestShouldRateLimitErrors(t *testing.T) {
 		{"empty domain", &rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("a", "b")}},
 			codes.InvalidArgument, "domain: must not be empty"},
 		{"no descriptors", &rlsv3.RateLimitRequest{Domain: "edge"}, codes.InvalidArgument, "descriptors: must not be empty"},
+		{"too many descriptors", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: func() []*ratelimitv3.RateLimitDescriptor {
+			ds := make([]*ratelimitv3.RateLimitDescriptor, MaxDescriptors+1)
+			for i := range ds {
+				ds[i] = desc("a", "b")
+			}
+			return ds
+		}()}, codes.InvalidArgument, "descriptors: 1001 descriptors in a request, at most 1000"},
 		{"limit override", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
 			desc("a", "b"), {Entries: desc("a", "b").Entries, Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}}}},
 			codes.InvalidArgument, "descriptors[1].limit"},

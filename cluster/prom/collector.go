@@ -44,7 +44,7 @@ type collector struct {
 
 	members, ready       *prometheus.Desc
 	decisions, latency   *prometheus.Desc
-	keys                 *prometheus.Desc
+	keys, keysEvicted    *prometheus.Desc
 	peerSent, peerBytes  *prometheus.Desc
 	peerRecv, peerBytesR *prometheus.Desc
 	peerRTT              *prometheus.Desc
@@ -93,6 +93,9 @@ func NewCollector(n *cluster.Node) prometheus.Collector {
 	c.keys = prometheus.NewDesc("sluice_keys",
 		"Keys this node holds, by rule; a rule with several limits has one series per limit (rule, rule#2, …).",
 		[]string{"rule"}, nil)
+	c.keysEvicted = prometheus.NewDesc("sluice_keys_evicted_total",
+		"Keys evicted, by rule (one series per limit, as sluice_keys), to keep the node within its max_keys: the rule holding the most keys gives one up, the one it used least recently, for each new key past the bound.",
+		[]string{"rule"}, nil)
 	c.peerSent = prometheus.NewDesc("sluice_peer_sync_messages_sent_total",
 		"Sync messages written to the peer's stream, by peer.", []string{"peer"}, nil)
 	c.peerBytes = prometheus.NewDesc("sluice_peer_sync_bytes_sent_total",
@@ -121,7 +124,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		}
 	}
 	for _, d := range []*prometheus.Desc{c.members, c.ready, c.clockCorrection, c.lastSave, c.writtenThrough,
-		c.decisions, c.latency, c.keys, c.peerSent, c.peerBytes, c.peerRecv, c.peerBytesR, c.peerRTT, c.strictApply} {
+		c.decisions, c.latency, c.keys, c.keysEvicted, c.peerSent, c.peerBytes, c.peerRecv, c.peerBytesR, c.peerRTT, c.strictApply} {
 		ch <- d
 	}
 }
@@ -206,6 +209,7 @@ func (c *collector) collectRules(ch chan<- prometheus.Metric) {
 		}
 		for _, k := range st.Keys {
 			send(ch, c.keys, prometheus.GaugeValue, float64(k.Keys), k.Name)
+			send(ch, c.keysEvicted, prometheus.CounterValue, float64(k.Evicted), k.Name)
 		}
 	}
 }

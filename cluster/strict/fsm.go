@@ -230,6 +230,16 @@ func (f *strictFSM) counts(rule, key string) window.Counts {
 	return view
 }
 
+// keys returns how many keys the state machine holds for rule.
+func (f *strictFSM) keys(rule string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t := f.replica.Table(rule); t != nil {
+		return t.Len()
+	}
+	return 0
+}
+
 // Snapshot captures the counts of live windows.
 func (f *strictFSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()

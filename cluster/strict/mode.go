@@ -214,6 +214,14 @@ func (e *engine) Member() (string, string) {
 	return "", ""
 }
 
+// Keys returns how many keys the group's state machine holds for rule.
+func (e *engine) Keys(rule string) int {
+	if g := e.group.Load(); g != nil {
+		return g.fsm.keys(rule)
+	}
+	return 0
+}
+
 // Stop shuts the group's Raft down, so that every check and loop waiting
 // on one of its futures is answered, and waits for the loops to end.
 func (e *engine) Stop() {

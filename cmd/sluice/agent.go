@@ -408,6 +408,9 @@ type agent struct {
 	envoyPaths []string
 	rls        *envoyrls.Server
 
+	// mem gives the memory of keys the node dropped back to the system.
+	mem *memReleaser
+
 	http     *http.Server  // nil without http_addr
 	httpLis  net.Listener  // nil without http_addr
 	httpDone chan struct{} // closed when the HTTP server stops; nil without it
@@ -484,6 +487,7 @@ func startAgent(ctx context.Context, opts *agentOptions) (*agent, error) {
 		return nil, fmt.Errorf("start node: %w", err)
 	}
 	a.node = node
+	a.mem = startMemReleaser(node.Keys, freeOSMemory, releaseEvery)
 
 	if a.httpLis != nil {
 		a.http = &http.Server{
@@ -535,6 +539,7 @@ func (a *agent) Err() error {
 // more than once.
 func (a *agent) Stop() error {
 	a.stopOnce.Do(func() {
+		a.mem.Stop()
 		errs := []error{a.node.Close()}
 		if a.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), a.shutdownTimeout)

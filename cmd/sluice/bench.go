@@ -28,6 +28,7 @@ type benchCommand struct {
 func benchCommands() map[string]benchCommand {
 	return map[string]benchCommand{
 		"accuracy":   {runBenchAccuracy, "run a `sluice sim` scenario on a real in-process cluster in wall-clock time"},
+		"flood":      {runBenchFlood, "send a running node N distinct keys and watch its memory through and after them"},
 		"memory":     {runBenchMemory, "measure the heap per active key per node of N nodes' views, every node on every key"},
 		"throughput": {runBenchThroughput, "measure decisions/s and per-call latency, batched or strict, embedded or over gRPC"},
 	}

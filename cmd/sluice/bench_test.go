@@ -20,9 +20,9 @@ func TestBenchUsageErrors(t *testing.T) {
 		wantStdout string
 		wantStderr string
 	}{
-		{"no subcommand", []string{"bench"}, 2, "", "sluice bench: missing subcommand; one of: accuracy, memory, throughput\nrun 'sluice bench --help' for usage\n"},
+		{"no subcommand", []string{"bench"}, 2, "", "sluice bench: missing subcommand; one of: accuracy, flood, memory, throughput\nrun 'sluice bench --help' for usage\n"},
 		{"unknown subcommand", []string{"bench", "throughput!"}, 2, "", "sluice bench: unknown subcommand \"throughput!\"; did you mean \"throughput\"?\n"},
-		{"far-off subcommand", []string{"bench", "latency"}, 2, "", "sluice bench: unknown subcommand \"latency\"; one of: accuracy, memory, throughput\n"},
+		{"far-off subcommand", []string{"bench", "latency"}, 2, "", "sluice bench: unknown subcommand \"latency\"; one of: accuracy, flood, memory, throughput\n"},
 		{"help", []string{"bench", "-h"}, 0, "usage: sluice bench SUBCOMMAND", ""},
 		{"help via sluice help", []string{"help", "bench"}, 0, "  accuracy    run a `sluice sim` scenario", ""},
 		{"accuracy help", []string{"bench", "accuracy", "-h"}, 0, "usage: sluice bench accuracy", ""},

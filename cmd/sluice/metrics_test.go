@@ -212,6 +212,19 @@ func TestMetricsLoneAgent(t *testing.T) {
 		}
 	}
 
+	// Two batches past a bound: refused before any check is decided, so
+	// counted in sluice_requests_refused_total alone.
+	tooMany := &sluicev1.CheckBatchRequest{Checks: make([]*sluicev1.CheckRequest, 1001)}
+	for i := range tooMany.Checks {
+		tooMany.Checks[i] = &sluicev1.CheckRequest{Rule: "batched", Key: "k", Hits: 1}
+	}
+	longKey := &sluicev1.CheckBatchRequest{Checks: []*sluicev1.CheckRequest{{Rule: "batched", Key: strings.Repeat("k", 1025), Hits: 1}}}
+	for _, b := range []*sluicev1.CheckBatchRequest{tooMany, longKey} {
+		if _, err := limiter.CheckBatch(ctx, b); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("a batch past a bound: %v, want InvalidArgument", err)
+		}
+	}
+
 	requests := []struct {
 		value    string // the descriptor's generic_key
 		domain   string
@@ -279,9 +292,21 @@ func TestMetricsLoneAgent(t *testing.T) {
 		}},
 		{"sluice_keys", dto.MetricType_GAUGE, []string{"rule"}, []series{
 			one("rule", "batched", 1),
+			one("rule", "strict", 1), // in the strict log's state machine
 			one("rule", "shadowed", 1),
 			one("rule", "edge.generic_key_two", 1),
 			one("rule", "edge.generic_key_shadowed", 1),
+		}},
+		{"sluice_keys_evicted_total", dto.MetricType_COUNTER, []string{"rule"}, []series{
+			one("rule", "batched", 0),
+			one("rule", "strict", 0),
+		}},
+		{"sluice_requests_refused_total", dto.MetricType_COUNTER, []string{"reason"}, []series{
+			one("reason", "batch_size", 1),
+			one("reason", "key_length", 1),
+			one("reason", "rule_length", 0),
+			one("reason", "message_size", 0),
+			one("reason", "delta_size", 0),
 		}},
 		{"sluice_members", dto.MetricType_GAUGE, []string{"state"}, []series{
 			one("state", "alive", 1),

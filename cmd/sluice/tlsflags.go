@@ -24,13 +24,18 @@ type tlsFlags struct {
 	ca, cert, key, serverName *string
 }
 
-// addTLSFlags defines the TLS flags on fs.
-func addTLSFlags(fs *flag.FlagSet) *tlsFlags {
+// addTLSFlags defines the TLS flags on fs, of a command whose node is
+// named by --addr.
+func addTLSFlags(fs *flag.FlagSet) *tlsFlags { return addTLSFlagsFor(fs, "--addr") }
+
+// addTLSFlagsFor is addTLSFlags for a command whose node is named by the
+// flag addr.
+func addTLSFlagsFor(fs *flag.FlagSet, addr string) *tlsFlags {
 	return &tlsFlags{
 		ca:         fs.String("tls-ca", "", "call the node over TLS, trusting the CA certificates of this PEM `FILE` (default: plaintext; with --tls-cert or --tls-server-name alone, the system's CAs)"),
 		cert:       fs.String("tls-cert", "", "present this certificate, a PEM `FILE`, to a node that takes or requires client certificates; needs --tls-key"),
 		key:        fs.String("tls-key", "", "the private key of --tls-cert, a PEM `FILE`"),
-		serverName: fs.String("tls-server-name", "", "expect the node's certificate to name `NAME` (default: the host of --addr)"),
+		serverName: fs.String("tls-server-name", "", "expect the node's certificate to name `NAME` (default: the host of "+addr+")"),
 	}
 }
 

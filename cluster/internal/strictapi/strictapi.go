@@ -144,6 +144,9 @@ type Engine interface {
 	// Member returns the Raft address and server ID the node gossips;
 	// both empty while it runs no group.
 	Member() (raftAddr, raftID string)
+	// Keys returns how many keys the log's state machine holds on this
+	// node for rule, a limit of a strict rule: 0 while it runs no group.
+	Keys(rule string) int
 	// Stop shuts Raft down, which answers every check waiting on it, and
 	// stops strict mode's loops.
 	Stop()

@@ -247,6 +247,9 @@ type wireDelta struct {
 	sentAt  int64
 	kind    uint64
 	live    uint64
+	// rules and entries count the rules and entries sent, kept or not:
+	// past limit (0: none), the rest are not read.
+	rules, entries, limit int
 	// bases are the rules' base windows, and read, per rule and entry, what
 	// is known of the entry only on the wire.
 	bases []int64
@@ -261,12 +264,18 @@ type wireEntry struct {
 	over     uint64
 }
 
-// ParseDelta reads a delta in the wire form of sluice.v1.Delta and checks
-// it as DecodeDelta does, returning the time it was sent (0 if it does not
+// ParseDelta reads a peer's delta in the wire form of sluice.v1.Delta and
+// checks it as DecodeDelta does, and that it holds at most MaxDeltaEntries
+// entries and rules, returning the time it was sent (0 if it does not
 // say). It never panics, whatever the bytes: a malformed message is an
-// error that wraps ErrBadDelta.
+// error that wraps ErrBadDelta, and one too large ErrDeltaTooLarge too.
 func ParseDelta(b []byte) (*counter.Delta, int64, error) {
-	var w wireDelta
+	return parseDelta(b, MaxDeltaEntries)
+}
+
+// parseDelta is ParseDelta with at most limit entries and rules (0: any).
+func parseDelta(b []byte, limit int) (*counter.Delta, int64, error) {
+	w := wireDelta{limit: limit}
 	if err := w.parse(b); err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrBadDelta, err)
 	}
@@ -360,11 +369,20 @@ func readInc(b []byte, inc *counter.Incarnation) error {
 	})
 }
 
+// over reports whether n is past the delta's limit.
+func (w *wireDelta) over(n int) bool { return w.limit > 0 && n > w.limit }
+
 func (w *wireDelta) readRule(b []byte) error {
+	if w.rules++; w.over(w.rules) {
+		return nil // counted, and refused once the sender is known
+	}
 	rd := counter.RuleDelta{}
 	var base int64
 	var read []wireEntry
 	if n := countEntries(b); n > 0 {
+		if w.limit > 0 {
+			n = min(n, max(w.limit-w.entries, 0))
+		}
 		rd.Entries, read = make([]counter.Entry, 0, n), make([]wireEntry, 0, n)
 	}
 	err := fields(b, func(num protowire.Number, typ protowire.Type, v uint64, body []byte) error {
@@ -374,6 +392,9 @@ func (w *wireDelta) readRule(b []byte) error {
 		case num == fRuleBase && typ == protowire.VarintType:
 			base = int64(v)
 		case num == fRuleEntries && typ == protowire.BytesType:
+			if w.entries++; w.over(w.entries) {
+				return nil // as for rules
+			}
 			var e counter.Entry
 			var we wireEntry
 			if err := readEntry(body, &e, &we); err != nil {
@@ -512,8 +533,14 @@ func (w *wireDelta) check() (*counter.Delta, error) {
 	if w.kind > uint64(counter.KindView) {
 		return nil, fmt.Errorf("%w from %q: kind %d is unknown", ErrBadDelta, from.Node, int32(w.kind))
 	}
-	if w.incs > maxIncarnationsPerDelta {
-		return nil, fmt.Errorf("%w from %q: %d incarnations", ErrBadDelta, from.Node, w.incs)
+	for _, n := range []struct {
+		what      string
+		n, before int
+	}{{"incarnations", w.incs, maxIncarnationsPerDelta}, {"rules", w.rules, w.limit}, {"entries", w.entries, w.limit}} {
+		if n.before > 0 && n.n > n.before {
+			return nil, fmt.Errorf("%w from %q: %w: %s: %d in one delta, at most %d",
+				ErrBadDelta, from.Node, ErrDeltaTooLarge, n.what, n.n, n.before)
+		}
 	}
 	d := &w.d
 	d.From, d.Kind, d.Live = from, counter.Kind(w.kind), int(min(w.live, math.MaxInt32))

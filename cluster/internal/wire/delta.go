@@ -13,15 +13,32 @@ import (
 // Limits on what a peer may send in one message; anything beyond is a
 // broken or hostile peer.
 const (
-	maxIncarnationsPerDelta = 1 << 16
+	maxIncarnationsPerDelta = MaxDeltaEntries
 	maxCount                = uint64(1) << 62
 	// maxWindowSpan bounds how far apart a rule's windows in one delta may
 	// be: 2^40 windows of even 10 ms are centuries.
 	maxWindowSpan = uint64(1) << 40
 )
 
+// MaxDeltaEntries is the most entries, and the most rules, a peer's delta
+// may hold (ParseDelta), and the most incarnations any delta may name.
+// A node sends at most SplitEntries entries in one: the bound leaves room
+// for a peer that splits differently, and keeps what one message of at
+// most 16 MiB decodes to within tens of megabytes, where a message of
+// entries of a few bytes each would decode to a hundred bytes apiece.
+const MaxDeltaEntries = 1 << 16
+
+// SplitEntries is the most entries a node puts in one delta it sends: at
+// most 1,024 bytes of key and about 130 of counts each, 4,096 of them are
+// under 5 MiB, within a gRPC message's 16.
+const SplitEntries = 4096
+
 // ErrBadDelta is wrapped by every error DecodeDelta returns.
 var ErrBadDelta = errors.New("malformed delta")
+
+// ErrDeltaTooLarge is wrapped, beside ErrBadDelta, by the error for a
+// delta of more entries, rules or incarnations than MaxDeltaEntries.
+var ErrDeltaTooLarge = errors.New("delta too large")
 
 // EncodeDelta turns a counter delta into its wire form. Window indexes are
 // sent as offsets from a base per rule, which costs one byte or none.
@@ -68,8 +85,9 @@ func EncodeInc(inc counter.Incarnation) *sluicev1.Incarnation {
 }
 
 // DecodeDelta checks a delta from a message and turns it into a counter
-// delta, as ParseDelta does the wire form. It never panics, whatever the
-// message holds.
+// delta, as ParseDelta does the wire form, but for the bound on entries
+// and rules: what a node saved, or its strict log holds, may hold every
+// key it has. It never panics, whatever the message holds.
 func DecodeDelta(m *sluicev1.Delta) (*counter.Delta, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: empty message", ErrBadDelta)
@@ -78,6 +96,6 @@ func DecodeDelta(m *sluicev1.Delta) (*counter.Delta, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadDelta, err)
 	}
-	d, _, err := ParseDelta(b)
+	d, _, err := parseDelta(b, 0)
 	return d, err
 }

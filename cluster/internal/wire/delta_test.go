@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -232,7 +233,7 @@ func TestWireDecodeDeltaRejects(t *testing.T) {
 		{"incarnation node name too long", &sluicev1.Delta{From: from,
 			Incarnations: []*sluicev1.Incarnation{from, {Node: strings.Repeat("x", 300)}}}, []string{"incarnation 1", "300 bytes"}},
 		{"too many incarnations", &sluicev1.Delta{From: from, Incarnations: tooMany},
-			[]string{`"peer"`, "65537 incarnations"}},
+			[]string{`"peer"`, "incarnations: 65537 in one delta, at most 65536"}},
 		{"empty rule name", &sluicev1.Delta{From: from, Incarnations: []*sluicev1.Incarnation{from},
 			Rules: []*sluicev1.RuleDelta{{Rule: "", Entries: []*sluicev1.Entry{{Key: "k"}}}}}, []string{"no rule name"}},
 		{"empty rule name without entries", &sluicev1.Delta{From: from,
@@ -309,6 +310,77 @@ func TestWireDecodeDeltaRejects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParseDeltaSize checks that a peer's delta (ParseDelta) holds at
+// most MaxDeltaEntries entries and rules, refused naming which, with
+// ErrDeltaTooLarge, while what a node saved or logged (DecodeDelta) may
+// hold any number, and that a node's own deltas split to SplitEntries
+// stay well within both bounds.
+func TestParseDeltaSize(t *testing.T) {
+	from := &sluicev1.Incarnation{Node: "peer", Boot: 1}
+	withEntries := func(rules, perRule int) *sluicev1.Delta {
+		m := &sluicev1.Delta{From: from, Incarnations: []*sluicev1.Incarnation{from}}
+		for r := range rules {
+			rd := &sluicev1.RuleDelta{Rule: "r" + strconv.Itoa(r), BaseWindow: 100}
+			for i := range perRule {
+				rd.Entries = append(rd.Entries, &sluicev1.Entry{Key: "k" + strconv.Itoa(i), Admitted: 1})
+			}
+			m.Rules = append(m.Rules, rd)
+		}
+		return m
+	}
+	tests := []struct {
+		name    string
+		msg     *sluicev1.Delta
+		wantErr string // "" for none
+	}{
+		{"entries at the bound", withEntries(2, MaxDeltaEntries/2), ""},
+		{"entries past the bound", withEntries(2, MaxDeltaEntries/2+1), "entries: 65538 in one delta, at most 65536"},
+		{"entries past the bound in one rule", withEntries(1, MaxDeltaEntries+5), "entries: 65541 in one delta, at most 65536"},
+		{"rules at the bound", withEntries(MaxDeltaEntries, 0), ""},
+		{"rules past the bound", withEntries(MaxDeltaEntries+1, 0), "rules: 65537 in one delta, at most 65536"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := proto.Marshal(tt.msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _, err := ParseDelta(b)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("ParseDelta: %v", err)
+			case tt.wantErr != "" && (err == nil || !errors.Is(err, ErrDeltaTooLarge) || !errors.Is(err, ErrBadDelta) ||
+				!strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), `"peer"`)):
+				t.Fatalf("ParseDelta: %v; want ErrDeltaTooLarge from \"peer\" saying %q", err, tt.wantErr)
+			case tt.wantErr != "" && d != nil:
+				t.Fatalf("ParseDelta returned %d entries with its error", d.Size())
+			}
+			// Saved or logged, the same delta is read whole.
+			if d, err := DecodeDelta(tt.msg); err != nil || d.Size() != len(tt.msg.GetRules())*len(tt.msg.GetRules()[0].GetEntries()) {
+				t.Fatalf("DecodeDelta: %v", err)
+			}
+		})
+	}
+	// SplitEntries entries of the longest keys fit a gRPC message, and
+	// within the bound.
+	if SplitEntries > MaxDeltaEntries {
+		t.Fatalf("SplitEntries %d over MaxDeltaEntries %d", SplitEntries, MaxDeltaEntries)
+	}
+	full := func(v uint64) *uint64 { return &v }
+	m := &sluicev1.Delta{From: from, Incarnations: []*sluicev1.Incarnation{from}}
+	rd := &sluicev1.RuleDelta{Rule: strings.Repeat("r", 130), BaseWindow: math.MaxInt64 / 2}
+	for i := range SplitEntries {
+		rd.Entries = append(rd.Entries, &sluicev1.Entry{Key: strconv.Itoa(i) + strings.Repeat("k", 1024-len(strconv.Itoa(i))),
+			WindowOffset: -1, Inc: math.MaxUint32, Admitted: maxCount, Demand: maxCount, Claim: maxCount, Need: maxCount,
+			Prev: maxCount, Grant: maxCount, Rate: maxCount, RateFrom: math.MaxInt64, Next: maxCount, Ask: maxCount,
+			Told: math.MaxUint64, RateUntil: math.MaxInt64, Pooled: true, Opening: full(maxCount)})
+	}
+	m.Rules = []*sluicev1.RuleDelta{rd}
+	if n := proto.Size(m); n > 5<<20 {
+		t.Fatalf("%d entries of the longest keys and counts take %d bytes, over 5 MiB", SplitEntries, n)
 	}
 }
 
