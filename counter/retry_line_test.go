@@ -32,7 +32,7 @@ func TestOwnedRefusalWaitsForTheGrantLine(t *testing.T) {
 	tab := rp.Table("api")
 	sh, h := tab.shardOf("dave")
 	sh.mu.Lock()
-	s := sh.lookup("dave", h, window.Index(at(time.Second), r.Window), false)
+	s := sh.lookup("dave", h)
 	if s == nil || s.owned() == nil {
 		sh.mu.Unlock()
 		t.Fatal("node holds no lease of the key")
