@@ -52,6 +52,9 @@ type Table struct {
 	// tallied is what the tables this one replaced for a changed window
 	// had tallied, which its own shards do not hold.
 	tallied Tally
+	// earlier is the count the rule had before a reload lowered it, for
+	// the windows admitted under it (see Replica.ReceiveFrom).
+	earlier earlierCount
 }
 
 type shard struct {
