@@ -63,7 +63,9 @@
 // per-rule handle and its reservations (limiter.go, reservation.go), the
 // decision it answers with (decision.go), the owner round trip of a check
 // (borrow.go), peers and their sync streams
-// (peers.go, peer_service.go), membership (membership.go, meta.go,
+// (peers.go, peer_service.go; whom a node takes deltas from, senders.go,
+// and the state it pulls for incarnations it has not heard of,
+// relaypull.go), membership (membership.go, meta.go,
 // reconnect.go, restart_detect.go; gossip encryption and its keys,
 // gossipkeys.go), the clock and skew (clock.go,
 // clockskew.go), persistence (persist.go), the gRPC server and its Limiter

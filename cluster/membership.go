@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/sluicehq/sluice/cluster/internal/liblog"
+	"github.com/sluicehq/sluice/counter"
 )
 
 // membership runs memberlist for the node: it gossips the node's metadata
@@ -35,6 +36,10 @@ type membership struct {
 	// event callbacks, which memberlist runs under its lock.
 	knownMu sync.Mutex
 	known   map[string]memberCopy
+	// grew is closed, and replaced, whenever a member is remembered: a
+	// delta from a member gossip has yet to tell of waits on it (see
+	// awaitSender).
+	grew chan struct{}
 
 	// keyring is memberlist's, nil when gossip is not encrypted; keysMu
 	// serialises the changes of SetSecretKeys.
@@ -52,12 +57,24 @@ type memberCopy struct {
 	name   string
 	gossip string
 	meta   []byte
+	// inc, rulesHash and grpcAddr are the member's incarnation, rules
+	// hash and gRPC address, as its metadata gives them; hasMeta says
+	// whether it did.
+	inc       counter.Incarnation
+	rulesHash uint64
+	grpcAddr  string
+	hasMeta   bool
 }
 
 func (m *membership) remember(n *memberlist.Node) {
 	c := memberCopy{name: n.Name, gossip: gossipAddr(n.Addr, n.Port), meta: append([]byte(nil), n.Meta...)}
+	if meta, err := decodeMeta(c.meta); err == nil {
+		c.inc, c.rulesHash, c.grpcAddr, c.hasMeta = counter.Incarnation{Node: n.Name, Boot: meta.boot}, meta.rulesHash, meta.grpcAddr, true
+	}
 	m.knownMu.Lock()
 	m.known[n.Name] = c
+	close(m.grew)
+	m.grew = make(chan struct{})
 	m.knownMu.Unlock()
 	m.reconnect.back(n.Name)
 }
@@ -110,8 +127,8 @@ func (m *membership) updateMeta() error {
 }
 
 func newMembership(n *Node) (*membership, error) {
-	m := &membership{n: n, changed: make(chan struct{}, 1), known: map[string]memberCopy{}, reconnect: newReconnector(),
-		restarted: make(chan string, 1)}
+	m := &membership{n: n, changed: make(chan struct{}, 1), known: map[string]memberCopy{}, grew: make(chan struct{}),
+		reconnect: newReconnector(), restarted: make(chan string, 1)}
 	grpcAddr := n.cfg.GRPCAdvertiseAddr
 	if grpcAddr == "" {
 		var ok bool

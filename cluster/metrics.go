@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/cluster/internal/strictapi"
+	"github.com/sluicehq/sluice/counter"
 )
 
 // Metrics are a node's counters and gauges as of one moment, read with
@@ -43,6 +44,15 @@ type Metrics struct {
 	// Sync traffic in: deltas merged, entries merged, deltas rejected as
 	// malformed, deltas naming rules this node does not have.
 	DeltasReceived, EntriesMerged, DeltasRejected, UnknownRuleDeltas int64
+	// Sync deltas rejected for what they say rather than how: whole, from
+	// a sender that is not a member of the fleet as this node's gossip sees
+	// it (DeltasNotMember); or in part, for entries (not merged; a delta
+	// counts once per reason) that name an incarnation this node has not
+	// heard of, are for a window more than one ahead of this node's, or
+	// say more than their incarnation could have admitted. With
+	// DeltasRejected, these are sluice_sync_deltas_rejected_total by
+	// reason.
+	DeltasNotMember, DeltasUnknownInc, DeltasFutureWindow, DeltasOverCount int64
 	// Strict mode: log entries this node committed as leader, the checks
 	// they held, and checks answered by fail_mode for want of a leader.
 	StrictEntries, StrictChecks, StrictFailovers int64
@@ -129,6 +139,19 @@ type counters struct {
 	GossipRefusals                                                   atomic.Int64
 	RefusedBatchSize, RefusedKeyLength, RefusedRuleLength            atomic.Int64
 	RefusedMessageSize, RefusedDeltaSize                             atomic.Int64
+
+	DeltasNotMember, DeltasUnknownInc, DeltasFutureWindow, DeltasOverCount atomic.Int64
+}
+
+// rejected is the counter of deltas with entries rejected for why.
+func (c *counters) rejected(why counter.Reason) *atomic.Int64 {
+	switch why {
+	case counter.UnknownIncarnation:
+		return &c.DeltasUnknownInc
+	case counter.FutureWindow:
+		return &c.DeltasFutureWindow
+	}
+	return &c.DeltasOverCount
 }
 
 func newCounters() *counters { return &counters{} }
@@ -180,8 +203,17 @@ func (c *counters) snapshot() Metrics {
 		RefusedRuleLength:       c.RefusedRuleLength.Load(),
 		RefusedMessageSize:      c.RefusedMessageSize.Load(),
 		RefusedDeltaSize:        c.RefusedDeltaSize.Load(),
+		DeltasNotMember:         c.DeltasNotMember.Load(),
+		DeltasUnknownInc:        c.DeltasUnknownInc.Load(),
+		DeltasFutureWindow:      c.DeltasFutureWindow.Load(),
+		DeltasOverCount:         c.DeltasOverCount.Load(),
 	}
 }
+
+// rejectedHelp describes sluice_sync_deltas_rejected_total.
+const rejectedHelp = "Sync deltas rejected, by reason: whole (malformed; not_member, from a node that is not a member of the fleet) " +
+	"or in part, for entries naming an incarnation this node has not heard of (unknown_incarnation), for a window more than one ahead " +
+	"(future_window), or saying more than their incarnation could have admitted (over_count)."
 
 // Series is one node-wide metric's value, named and described as the
 // Prometheus text format has it.
@@ -225,7 +257,11 @@ func (m Metrics) Series() []Series {
 		{Name: "sluice_sync_stream_resets_total", Counter: true, Help: "Sync streams that broke and were reopened.", Value: m.StreamResets},
 		{Name: "sluice_sync_deltas_received_total", Counter: true, Help: "Delta messages merged from peers.", Value: m.DeltasReceived},
 		{Name: "sluice_sync_entries_merged_total", Counter: true, Help: "Entries merged from peers.", Value: m.EntriesMerged},
-		{Name: "sluice_sync_deltas_rejected_total", Counter: true, Help: "Malformed deltas rejected.", Value: m.DeltasRejected},
+		{Name: "sluice_sync_deltas_rejected_total", Counter: true, Help: rejectedHelp, Value: m.DeltasRejected, Label: "reason", LabelValue: "malformed"},
+		{Name: "sluice_sync_deltas_rejected_total", Counter: true, Help: rejectedHelp, Value: m.DeltasNotMember, Label: "reason", LabelValue: "not_member"},
+		{Name: "sluice_sync_deltas_rejected_total", Counter: true, Help: rejectedHelp, Value: m.DeltasUnknownInc, Label: "reason", LabelValue: counter.UnknownIncarnation.String()},
+		{Name: "sluice_sync_deltas_rejected_total", Counter: true, Help: rejectedHelp, Value: m.DeltasFutureWindow, Label: "reason", LabelValue: counter.FutureWindow.String()},
+		{Name: "sluice_sync_deltas_rejected_total", Counter: true, Help: rejectedHelp, Value: m.DeltasOverCount, Label: "reason", LabelValue: counter.OverCount.String()},
 		{Name: "sluice_sync_unknown_rule_deltas_total", Counter: true, Help: "Deltas naming rules this node does not have.", Value: m.UnknownRuleDeltas},
 		{Name: "sluice_strict_entries_total", Counter: true, Help: "Raft log entries committed while leading.", Value: m.StrictEntries},
 		{Name: "sluice_strict_checks_total", Counter: true, Help: "Strict checks decided in those entries.", Value: m.StrictChecks},

@@ -211,7 +211,10 @@ type Node struct {
 	rulesMu sync.Mutex // serialises Reload; guards cfg.Rules
 	index   atomic.Pointer[ruleIndex]
 	wake    chan struct{} // reschedules the tick loop, e.g. when peers change
-	wg      sync.WaitGroup
+	// relays are the pulls of members' state for incarnations this node
+	// had not heard of (relaypull.go).
+	relays relayPulls
+	wg     sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error

@@ -25,7 +25,15 @@ const pullChunk = wire.SplitEntries
 // Sync merges every delta the stream brings. A malformed delta ends the
 // stream with InvalidArgument naming the sender, one too large
 // (wire.ErrDeltaTooLarge) with ResourceExhausted; the sender then
-// reconnects and resends everything.
+// reconnects and resends everything. So does a delta from a node that is
+// not a member of the fleet as this node's gossip sees it, after waiting a
+// moment for gossip to tell of a member that has just joined (see
+// syncOrigin), with Unavailable; a node without gossip takes no deltas
+// (FailedPrecondition). A delta that names incarnations this node has not
+// heard of waits while it pulls the sender's state (see
+// learnIncarnations). Entries the replica rejects (see
+// counter.Replica.ReceiveFrom) are counted by reason, the rest of the
+// delta merged.
 func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 	n := s.node
 	// Receive in a goroutine so that a closing node ends the stream at once
@@ -37,6 +45,8 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 	in := make(chan recv)
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
+	// A wait for gossip ends when the node closes, too.
+	defer context.AfterFunc(n.peers.ctx, cancel)()
 	go func() {
 		for {
 			// Read in the wire form, which wire.ParseDelta reads straight into a
@@ -75,12 +85,20 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 			n.log.Warn("rejected a delta", "err", err)
 			return status.Error(n.deltaRefused(err), err.Error())
 		}
-		if d.From == n.self {
-			return status.Error(codes.InvalidArgument, "a node cannot sync with itself")
+		origin, refused, err := n.syncOrigin(ctx, d.From)
+		if refused {
+			n.metrics.DeltasNotMember.Add(1)
+			n.log.Debug("rejected a delta from a node that is not a member", "from", d.From.Node, "boot", d.From.Boot, "err", err)
+		}
+		if err != nil {
+			return err
 		}
 		n.noteSkew(d.From.Node, sentAt)
 		n.borrows.heardFrom(d.From)
-		res, err := n.replica.Receive(n.now(), d)
+		if n.replica.Unheard(d) {
+			n.learnIncarnations(ctx, d.From.Node)
+		}
+		res, err := n.replica.ReceiveFrom(n.now(), d, origin)
 		n.changed.Store(true)
 		if n.strict != nil {
 			n.strict.Received(d)
@@ -96,6 +114,7 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 		if d.Kind == counter.KindAnswer {
 			n.borrows.answered(d)
 		}
+		n.countRejected(d, &res)
 		n.metrics.DeltasReceived.Add(1)
 		n.metrics.EntriesMerged.Add(int64(res.Merged))
 		if c := n.peers.countersFor(d.From.Node, false); c != nil {
@@ -106,6 +125,18 @@ func (s *peerService) Sync(stream sluicev1.Peer_SyncServer) error {
 			n.metrics.UnknownRuleDeltas.Add(1)
 			n.log.Debug("delta names rules this node does not have", "from", d.From.Node, "rules", res.UnknownRules)
 		}
+	}
+}
+
+// countRejected counts, once per reason, a delta whose entries the replica
+// rejected.
+func (n *Node) countRejected(d *counter.Delta, res *counter.ReceiveResult) {
+	for why, k := range res.Rejected {
+		if k == 0 {
+			continue
+		}
+		n.metrics.rejected(counter.Reason(why)).Add(1)
+		n.log.Debug("rejected entries of a delta", "from", d.From.Node, "reason", counter.Reason(why).String(), "entries", k)
 	}
 }
 

@@ -202,10 +202,7 @@ func (ps *peerSet) vouch(p *peer) {
 }
 
 func (ps *peerSet) start(info peerInfo) (*peer, error) {
-	network := ps.n.network()
-	conn, err := grpc.NewClient("passthrough:///"+info.grpcAddr, grpc.WithTransportCredentials(ps.creds),
-		grpc.WithContextDialer(network.Dial),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize)))
+	conn, err := ps.dial(info.grpcAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +211,14 @@ func (ps *peerSet) start(info peerInfo) (*peer, error) {
 		stats: ps.countersFor(info.name, true)}
 	go p.run(ctx, ps.n)
 	return p, nil
+}
+
+// dial returns a connection to a peer's gRPC address, made when first
+// used.
+func (ps *peerSet) dial(grpcAddr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient("passthrough:///"+grpcAddr, grpc.WithTransportCredentials(ps.creds),
+		grpc.WithContextDialer(ps.n.network().Dial),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize)))
 }
 
 // countersFor returns the sync traffic counters of the peer named name;
@@ -495,7 +500,7 @@ const (
 // one did.
 func (n *Node) pullAny(ctx context.Context, peers []*peer) bool {
 	for _, p := range peers {
-		got, err := n.pullFrom(ctx, p)
+		got, err := n.pullFrom(ctx, p.conn)
 		if err == nil {
 			n.log.Info("pulled state", "peer", p.info.name, "entries", got)
 			return true
@@ -505,8 +510,10 @@ func (n *Node) pullAny(ctx context.Context, peers []*peer) bool {
 	return false
 }
 
-func (n *Node) pullFrom(ctx context.Context, p *peer) (int, error) {
-	stream, err := sluicev1.NewPeerClient(p.conn).Pull(ctx, &sluicev1.PullRequest{From: wire.EncodeInc(n.self)})
+// pullFrom pulls the state of the peer at the end of conn and merges it,
+// and returns how many entries it held.
+func (n *Node) pullFrom(ctx context.Context, conn *grpc.ClientConn) (int, error) {
+	stream, err := sluicev1.NewPeerClient(conn).Pull(ctx, &sluicev1.PullRequest{From: wire.EncodeInc(n.self)})
 	if err != nil {
 		return 0, err
 	}
@@ -523,7 +530,10 @@ func (n *Node) pullFrom(ctx context.Context, p *peer) (int, error) {
 		if err != nil {
 			return got, err
 		}
-		if _, err := n.replica.Receive(n.now(), d); err != nil {
+		// State this node asked a member for: it may name incarnations
+		// this node has not heard of, and counts admitted under other
+		// rules.
+		if _, err := n.replica.ReceiveFrom(n.now(), d, counter.Origin{Asked: true}); err != nil {
 			return got, err
 		}
 		got += d.Size()

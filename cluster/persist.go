@@ -91,7 +91,7 @@ func (n *Node) restore() error {
 		n.log.Warn("saved counts are malformed; starting without them", "err", err)
 		return nil
 	}
-	res, err := n.replica.Receive(n.now(), d)
+	res, err := n.replica.ReceiveFrom(n.now(), d, counter.Origin{Asked: true})
 	if err != nil {
 		n.log.Warn("saved counts do not merge; starting without them", "err", err)
 		return nil
@@ -126,7 +126,7 @@ func (n *Node) restoreViews() {
 		n.log.Warn("saved views are malformed; starting without them", "err", err)
 		return
 	}
-	if _, err := n.replica.Receive(n.now(), d); err != nil {
+	if _, err := n.replica.ReceiveFrom(n.now(), d, counter.Origin{Asked: true}); err != nil {
 		n.log.Warn("saved views do not merge; starting without them", "err", err)
 	}
 }

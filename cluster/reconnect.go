@@ -58,6 +58,15 @@ func (r *reconnector) isFailed(name string) bool {
 	return ok
 }
 
+// failedMember returns the member named name if it is waiting to be
+// reconnected.
+func (r *reconnector) failedMember(name string) (failedMember, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.failed[name]
+	return f, ok
+}
+
 // failedMembers returns the members waiting to be reconnected, by name.
 func (r *reconnector) failedMembers() map[string]failedMember {
 	r.mu.Lock()

@@ -6,7 +6,10 @@
 // incarnation. Merging is a per-entry maximum, so duplicated, reordered or
 // replayed deltas are harmless. A Replica is one node's whole view: it decides
 // admission from its own exact counts plus each peer's last report, says
-// which deltas are due to whom as time passes, and merges what arrives.
+// which deltas are due to whom as time passes, and merges what arrives,
+// each entry vetted first (vet.go): one that names an incarnation it has
+// not heard of, is for a window too far ahead, or says more than could
+// have been admitted is rejected and changes nothing.
 //
 // Under owner allocation (the default) each key also has an owner among the
 // nodes that share its rule (owner.go, route.go): the others report their

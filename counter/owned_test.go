@@ -615,7 +615,7 @@ func restartCutOff(t *testing.T, role string, pullFrom int, pullFirst, roundBetw
 		t.Fatal(err)
 	}
 	for _, d := range []*Delta{saved, views} {
-		if _, err := rp.Receive(now, d); err != nil {
+		if _, err := rp.ReceiveFrom(now, d, Origin{Asked: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -638,7 +638,7 @@ func restartCutOff(t *testing.T, role string, pullFrom int, pullFirst, roundBetw
 		}
 		src := f.nodes[pullFrom]
 		for _, d := range []*Delta{src.Snapshot(now), src.Views(now)} {
-			if _, err := rp.Receive(now, d); err != nil {
+			if _, err := rp.ReceiveFrom(now, d, Origin{Asked: true}); err != nil {
 				t.Fatal(err)
 			}
 		}

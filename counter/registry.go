@@ -43,3 +43,10 @@ func (r *registry) lookup(inc Incarnation) (uint32, bool) {
 	id, ok := r.ids[inc]
 	return id, ok
 }
+
+// len returns how many incarnations have an id.
+func (r *registry) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.incs)
+}

@@ -254,6 +254,7 @@ func (r *Replica) SetRules(rules []window.Rule, now int64) error {
 			t = ot
 		case ot != nil && ot.rule.Window == rule.Window && ot.rule.Type == rule.Type:
 			t = ot.successor(rule)
+			t.earlier = ot.earlier.after(ot.rule, rule, window.Index(now, rule.Window))
 		default:
 			t = newTable(rule, r.reg, r.rtt, r.selfID, r.keyCap)
 			t.live.Store(r.live)
@@ -557,35 +558,76 @@ func filterSince(all []stamped, since, minSince uint64) []Entry {
 	return out
 }
 
-// Receive merges a delta or snapshot that arrived at moment now. Entries for
-// rules this node does not have are skipped and named in the result; a
-// malformed delta is rejected whole with an error naming the sender.
+// Receive merges a delta or snapshot a peer sent, unasked, at moment now:
+// ReceiveFrom with the zero Origin.
 func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
+	return r.ReceiveFrom(now, d, Origin{})
+}
+
+// ReceiveFrom merges a delta or snapshot that arrived at moment now, from
+// origin o. Entries for rules this node does not have are skipped and named
+// in the result; a malformed delta is rejected whole with an error naming
+// the sender.
+//
+// Each entry is vetted before anything of it is merged, and one that fails
+// is rejected and counted by its Reason, changing nothing: one that names
+// an incarnation neither the sender nor known to this node (but in state it
+// asked for), one for a window more than one ahead, and one whose counts
+// exceed what could have been admitted. Entries are rejected one by one,
+// not with the delta: a real node's delta can hold one that fails (a clock
+// briefly more than a window ahead, a count admitted under a rule this node
+// has since lowered) beside counts that are right, and a node sends an
+// entry again only when it changes, so the rest would be lost.
+//
+// What one incarnation can have admitted of a key in a window is the
+// rule's count: every way a node admits hits (its view under classic or
+// adaptive allocation; its grant, its opening or its view under owner
+// allocation; a strict rule's fail-local answers; its share of what was
+// left once an owner is lost) decides against a view that holds its own
+// count, a grant never reaches past the count, and a check's hits are at
+// most the count. A refusal in shadow mode and a fail-open answer admit
+// without counting; a refund lowers a count, and peers keep the most it
+// was, which was within the count. Only a reload lowers the count under
+// counts already admitted: windows up to the reload's are held to the
+// count before it. A sender with other rules (o.OtherRules) is held to
+// window.MaxCount, and state this node asked for (o.Asked) to none. The
+// fleet's count in a window is at most that bound for each incarnation
+// this node knows of, which is what an owner's answer (every incarnation
+// but the receiver) and a view (all of them) may say. A replayed delta
+// changes nothing: counts merge by maximum, claims and answers by their
+// sequence.
+func (r *Replica) ReceiveFrom(now int64, d *Delta, o Origin) (ReceiveResult, error) {
 	var res ReceiveResult
-	fromID := r.reg.id(d.From)
-	ids := make([]uint32, len(d.Incarnations))
 	for i, inc := range d.Incarnations {
 		if inc.Node == "" {
 			return res, fmt.Errorf("delta from %q: incarnation %d has no node name", d.From.Node, i)
 		}
-		ids[i] = r.reg.id(inc)
 	}
 	for _, rd := range d.Rules {
 		for _, e := range rd.Entries {
-			if int(e.Inc) >= len(ids) {
+			if int(e.Inc) >= len(d.Incarnations) {
 				return res, fmt.Errorf("delta from %q: rule %q key %q names incarnation %d of %d",
-					d.From.Node, rd.Rule, e.Key, e.Inc, len(ids))
+					d.From.Node, rd.Rule, e.Key, e.Inc, len(d.Incarnations))
 			}
 		}
 	}
+	fromID := r.reg.id(d.From)
+	ids := r.incarnationIDs(d, fromID, o)
+	v := &vetting{now: now, origin: o, kind: d.Kind, ids: ids, incs: int64(r.reg.len())}
+	tables := *r.tables.Load()
 	if d.Kind == KindView {
-		return r.receiveViews(now, d), nil
+		return r.receiveViews(now, d, v), nil
 	}
 	if d.Kind == KindAnswer {
 		told := uint64(0)
 		for _, rd := range d.Rules {
+			t := tables[rd.Rule]
 			for i := range rd.Entries {
-				told = max(told, rd.Entries[i].Told)
+				if e := &rd.Entries[i]; t != nil && ids[e.Inc] == fromID {
+					if _, bad := v.check(t, e); !bad {
+						told = max(told, e.Told)
+					}
+				}
 			}
 		}
 		r.rtt.answered(fromID, told, now)
@@ -607,7 +649,6 @@ func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
 		}
 	}
 	r.mu.Unlock()
-	tables := *r.tables.Load()
 	var answers []routed
 	if d.Kind == KindReport {
 		answers = make([]routed, 0, d.Size())
@@ -630,6 +671,10 @@ func (r *Replica) Receive(now int64, d *Delta) (ReceiveResult, error) {
 			e := &rd.Entries[i]
 			if e.Key == "" || len(e.Key) > MaxKeyLen {
 				res.Dropped++
+				continue
+			}
+			if why, bad := v.check(t, e); bad {
+				res.Rejected[why]++
 				continue
 			}
 			id := ids[e.Inc]
@@ -685,8 +730,14 @@ type ReceiveResult struct {
 	// Merged entries were folded into the view (whether or not they raised
 	// any count).
 	Merged int
-	// Dropped entries were expired, from too far ahead, or this node's own.
+	// Dropped entries were expired, this node's own, for a key no slot may
+	// hold, or of no use to this node (an answer about a rule it shares
+	// with everyone, for a window its owner-allocated keys have not
+	// reached).
 	Dropped int
+	// Rejected are the entries refused by vetting, by Reason: none of them
+	// changed anything.
+	Rejected [NumReasons]int
 	// UnknownRules are rules in the delta that this node does not have: a
 	// sign of configuration drift.
 	UnknownRules []string

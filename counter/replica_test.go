@@ -215,7 +215,7 @@ func TestRestartKeepsEarlierAdmissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a2.Receive(t0+sec/2, b.Snapshot(t0+sec/2)); err != nil {
+	if _, err := a2.ReceiveFrom(t0+sec/2, b.Snapshot(t0+sec/2), Origin{Asked: true}); err != nil {
 		t.Fatal(err)
 	}
 	_, view := a2.Table("api").Counts("k", t0+sec/2)

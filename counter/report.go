@@ -470,8 +470,8 @@ func (r *Replica) Views(now int64) *Delta {
 // believes the others admitted: to this incarnation everything the fleet
 // admitted then, an earlier run's counts included, was admitted by others.
 // Entries for windows that have expired or for rules that are not
-// owner-allocated here are dropped.
-func (r *Replica) receiveViews(now int64, d *Delta) ReceiveResult {
+// owner-allocated here are dropped; entries v rejects change nothing.
+func (r *Replica) receiveViews(now int64, d *Delta, v *vetting) ReceiveResult {
 	var res ReceiveResult
 	tables := *r.tables.Load()
 	for _, rd := range d.Rules {
@@ -485,9 +485,21 @@ func (r *Replica) receiveViews(now int64, d *Delta) ReceiveResult {
 			continue
 		}
 		for i := range rd.Entries {
-			if t.restoreView(&rd.Entries[i], now) {
+			e := &rd.Entries[i]
+			if e.Key == "" || len(e.Key) > MaxKeyLen || !validReport(e) {
+				res.Dropped++
+				continue
+			}
+			if why, bad := v.check(t, e); bad {
+				res.Rejected[why]++
+				continue
+			}
+			switch t.restoreView(e, now, v.others(t, e.Window), v.others(t, e.Window-1)) {
+			case viewMerged:
 				res.Merged++
-			} else {
+			case viewOver:
+				res.Rejected[OverCount]++
+			default:
 				res.Dropped++
 			}
 		}
@@ -495,29 +507,45 @@ func (r *Replica) receiveViews(now int64, d *Delta) ReceiveResult {
 	return res
 }
 
-func (t *Table) restoreView(e *Entry, now int64) bool {
-	if e.Key == "" || len(e.Key) > MaxKeyLen || !validReport(e) {
-		return false
-	}
+// What restoreView did with a view.
+const (
+	viewDropped = iota
+	viewMerged
+	// viewOver: the view says the others admitted more than they could.
+	viewOver
+)
+
+// restoreView takes e as a floor under what the others admitted of its
+// key, unless it says they admitted more than curMax in e's window or
+// prevMax in the one before.
+func (t *Table) restoreView(e *Entry, now, curMax, prevMax int64) int {
 	sh, s, p := t.ownedSlot(e.Key, e.Window, now)
 	if s == nil {
-		return false
+		return viewDropped
 	}
 	defer sh.mu.Unlock()
-	if s.o == nil {
-		s.o = &owned{}
-	}
 	// A view is the whole fleet's, this node's counts included as far as
 	// its sender had heard them, and so at most all of them: what it says
 	// the others admitted is at least the view less this node's own. At
 	// start this node has counted nothing yet; a node that pulls later
 	// has.
-	o := s.owned()
-	o.others[p] = max(o.others[p], e.Admitted-s.own[p])
+	others := e.Admitted - s.own[p]
+	prev := int64(0)
 	if p == 1 {
-		o.others[0] = max(o.others[0], e.Prev-s.own[0])
+		prev = e.Prev - s.own[0]
 	}
-	return true
+	if others > curMax || prev > prevMax {
+		return viewOver
+	}
+	if s.o == nil {
+		s.o = &owned{}
+	}
+	o := s.owned()
+	o.others[p] = max(o.others[p], others)
+	if p == 1 {
+		o.others[0] = max(o.others[0], prev)
+	}
+	return viewMerged
 }
 
 // remark makes every key of the table report to its owner at the next

@@ -56,6 +56,9 @@ type Table struct {
 	// not hold.
 	tallied       Tally
 	evictedBefore uint64
+	// earlier is the count the rule had before a reload lowered it, for
+	// the windows admitted under it (see Replica.ReceiveFrom).
+	earlier earlierCount
 }
 
 type shard struct {

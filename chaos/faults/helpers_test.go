@@ -70,6 +70,7 @@ func startFleet(t *testing.T, opts Options) *Fleet {
 	}
 	start := f.Net.Now()
 	t.Cleanup(func() {
+		checkRejections(t, f)
 		if t.Failed() {
 			t.Logf("steps of the scenario (from the fleet's start):\n%s", FormatEvents(f.Events(), start))
 		}
@@ -78,6 +79,29 @@ func startFleet(t *testing.T, opts Options) *Fleet {
 		}
 	})
 	return f
+}
+
+// checkRejections checks that the running nodes refused no real node's
+// counts as more than it could have admitted, whatever the faults: every
+// delta of the fleet is real. The other refusals a real fleet sees (a
+// sender gossip has yet to tell of, an incarnation a node was cut off
+// from, a clock more than a window ahead) are logged.
+func checkRejections(t *testing.T, f *Fleet) {
+	t.Helper()
+	for _, name := range f.Up() {
+		nd := f.Node(name)
+		if nd == nil {
+			continue
+		}
+		m := nd.Metrics()
+		if m.DeltasOverCount > 0 {
+			t.Errorf("%s rejected %d deltas of real nodes as over what they could have admitted", name, m.DeltasOverCount)
+		}
+		if m.DeltasNotMember+m.DeltasUnknownInc+m.DeltasFutureWindow+m.DeltasRejected > 0 {
+			t.Logf("%s rejected deltas: %d malformed, %d not from a member, %d naming incarnations it had not heard of, %d ahead",
+				name, m.DeltasRejected, m.DeltasNotMember, m.DeltasUnknownInc, m.DeltasFutureWindow)
+		}
+	}
 }
 
 // hold lets the scenario run for d: traffic flows and faults take effect.

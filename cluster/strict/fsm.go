@@ -170,7 +170,8 @@ func (f *strictFSM) reconfigure(b *sluicev1.StrictBatch) {
 	if b.GetSeed() != nil {
 		if d, err := wire.DecodeDelta(b.GetSeed()); err == nil {
 			d.Full = true
-			_, _ = f.replica.Receive(f.now, d)
+			// The log's own record: what it names, it takes.
+			_, _ = f.replica.ReceiveFrom(f.now, d, counter.Origin{Asked: true})
 		}
 	}
 }
@@ -283,7 +284,7 @@ func (f *strictFSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	if _, err := r.Receive(snap.GetNow(), d); err != nil {
+	if _, err := r.ReceiveFrom(snap.GetNow(), d, counter.Origin{Asked: true}); err != nil {
 		return fmt.Errorf("strict restore: %w", err)
 	}
 	f.replica, f.now, f.rules = r, snap.GetNow(), rules

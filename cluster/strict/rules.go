@@ -62,7 +62,9 @@ func (g *strictGroup) syncRules(ctx context.Context) {
 	if len(leaving) > 0 {
 		handoff := g.fsm.snapshotRules(leaving)
 		handoff.From = g.e.self
-		if _, err := g.e.replica.Receive(g.e.h.Now(), handoff); err != nil {
+		// The log's counts, this node's own to take: peers that have not
+		// heard of the log's incarnation pull them from this node.
+		if _, err := g.e.replica.ReceiveFrom(g.e.h.Now(), handoff, counter.Origin{Asked: true}); err != nil {
 			g.e.log.Warn("handing strict counts to batched tables", "err", err)
 		}
 		g.e.h.Broadcast(ctx, handoff)
