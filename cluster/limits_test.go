@@ -117,7 +117,10 @@ func TestInputLimits(t *testing.T) {
 			_, err := limiter.Check(ctx, check("api", strings.Repeat("k", MaxMessageSize)))
 			return err
 		}, codes.ResourceExhausted, "larger than max", "message_size"},
-		{"a delta at the bound", func() error { return sync(delta(wire.MaxDeltaEntries, "peer:")) }, codes.OK, "", ""},
+		// Parsed whole, and then refused for its sender, whom this node
+		// (without gossip) cannot know for a member: not for its size.
+		{"a delta at the bound", func() error { return sync(delta(wire.MaxDeltaEntries, "peer:")) },
+			codes.FailedPrecondition, "runs no gossip", ""},
 		{"a delta of too many entries", func() error { return sync(delta(wire.MaxDeltaEntries+1, "flood:")) },
 			codes.ResourceExhausted, `"flooder": delta too large: entries: 65537 in one delta, at most 65536`, "delta_size"},
 		{"a delta message too large", func() error { return sync(delta(1, strings.Repeat("k", MaxMessageSize))) },
