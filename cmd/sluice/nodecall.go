@@ -63,7 +63,8 @@ func callError(addr, what string, timeout time.Duration, err error) error {
 	switch st.Code() {
 	case codes.Unavailable:
 		if desc, ok := strings.CutPrefix(msg, "connection error: desc = "); ok {
-			return fail("cannot reach %s: %s", addr, dialCause(desc))
+			// Unquoted, the cause may hold line breaks its quoting escaped.
+			return fail("cannot reach %s: %s", addr, oneLine(dialCause(desc)))
 		}
 		return fail("%s cannot answer %s: %s", addr, what, strings.TrimPrefix(msg, "sluice: "))
 	case codes.DeadlineExceeded:
