@@ -1,34 +1,14 @@
 package strict
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/window"
 )
-
-// lockedBuffer is a log sink that nodes write to from their goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestOutsiderFindsTheLeaderAtStart starts a fourth node in a fleet of
 // three voters. Outside the group's configuration its Raft hears no
@@ -38,7 +18,7 @@ func (b *lockedBuffer) String() string {
 // names the leader.
 func TestOutsiderFindsTheLeaderAtStart(t *testing.T) {
 	rules := []window.Rule{{Name: "s", Count: 100, Window: time.Hour, Type: window.Fixed, SyncInterval: window.Strict}}
-	var log lockedBuffer
+	var log syncBuffer
 	nodes := startStrictCluster(t, 4, rules, nil, func(c *cluster.Config) {
 		c.StrictVoters = 3
 		if c.Name == "node-3" {
