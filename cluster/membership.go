@@ -100,6 +100,18 @@ func (m *membership) members() []memberCopy {
 	return out
 }
 
+// gossipAlive reports whether gossip holds member name alive: answering
+// its failure detector's probes, directly or through other members, and
+// not suspected of having failed.
+func (m *membership) gossipAlive(name string) bool {
+	for _, nd := range m.ml.Members() {
+		if nd.Name == name {
+			return nd.State == memberlist.StateAlive
+		}
+	}
+	return false
+}
+
 // setMeta encodes the node's current metadata for gossip.
 func (m *membership) setMeta() error {
 	raftAddr, raftID := "", ""

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/counter"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -86,9 +87,11 @@ func TestOwnedRetryAfterAndRemaining(t *testing.T) {
 // and checks, on a node that asks the keys it owned before membership
 // notices, what a refused client is told: no Remaining the node cannot
 // vouch for (the room its view shows may be the silent owner's to give),
-// and a RetryAfter after which a retry is admitted while the fleet has
-// room, not a sync interval after which it would wait on the same owner
-// and be refused again.
+// and a RetryAfter of at least a sync interval: while gossip holds the
+// owner alive it may be behind a stalled link and still admitting, so the
+// node does not decide from its view, and the first refusal says when it
+// could, at the earliest. Once gossip no longer holds the owner alive, a
+// retry after the RetryAfter given is admitted while the fleet has room.
 func TestOwnedOwnerKilledRefusalIsHonest(t *testing.T) {
 	rule := window.Rule{Name: "login", Count: 10, Window: time.Minute, Type: window.Fixed,
 		SyncInterval: 100 * time.Millisecond, Allocation: window.Owner}
@@ -109,7 +112,8 @@ func TestOwnedOwnerKilledRefusalIsHonest(t *testing.T) {
 	nodes[0].Kill()
 	asker := nodes[1]
 	before := asker.Metrics().BorrowTimeouts
-	refused := 0
+	waits := map[string]time.Duration{}
+	first := true
 	for _, key := range keys {
 		d, err := asker.Allow(ctx, "login", key, 1)
 		if err != nil {
@@ -118,20 +122,63 @@ func TestOwnedOwnerKilledRefusalIsHonest(t *testing.T) {
 		if d.Allowed {
 			continue
 		}
-		refused++
-		if d.Remaining >= 1 || d.RetryAfter <= rule.SyncInterval {
-			t.Fatalf("%s refused with its owner silent: %+v; want nothing remaining it cannot vouch for and a wait past a sync interval", key, d)
+		if d.Remaining >= 1 || d.RetryAfter < rule.SyncInterval {
+			t.Fatalf("%s refused with its owner silent: %+v; want nothing remaining it cannot vouch for and a wait of a sync interval or more", key, d)
 		}
-		clk.step(d.RetryAfter)
-		if d, err = asker.Allow(ctx, "login", key, 1); err != nil {
+		if first && d.RetryAfter <= rule.SyncInterval {
+			t.Fatalf("%s, the first check to wait on the silent owner, refused with %+v; want the wait until the node may decide without it", key, d)
+		}
+		first = false
+		waits[key] = d.RetryAfter
+	}
+	if asker.Metrics().BorrowTimeouts == before || len(waits) == 0 {
+		t.Fatalf("no check waited on the killed owner (%d borrow timeouts, %d refused): membership noticed the kill first",
+			asker.Metrics().BorrowTimeouts-before, len(waits))
+	}
+	waitFor(t, 30*time.Second, "gossip no longer holds the killed node alive", func() bool {
+		return !asker.gossipAlive(nodes[0].cfg.Name)
+	})
+	for _, key := range keys {
+		wait, ok := waits[key]
+		if !ok {
+			continue
+		}
+		clk.step(wait)
+		if d, err := asker.Allow(ctx, "login", key, 1); err != nil {
 			t.Fatal(err)
 		} else if !d.Allowed {
-			t.Errorf("%s: retry at the RetryAfter given refused with 2 of 10 left: %+v", key, d)
+			t.Errorf("%s: retry at the RetryAfter given, the owner no longer alive to gossip, refused with 2 of 10 left: %+v", key, d)
 		}
 	}
-	if asker.Metrics().BorrowTimeouts == before || refused == 0 {
-		t.Fatalf("no check waited on the killed owner (%d borrow timeouts, %d refused): membership noticed the kill first",
-			asker.Metrics().BorrowTimeouts-before, refused)
+	t.Logf("%d of %d keys refused while their owner was silent", len(waits), len(keys))
+}
+
+// TestSilentOwnerAliveToGossipIsNotLost checks when a node stops refusing
+// beyond its grant the checks on keys whose owner does not answer: not
+// while gossip holds the owner alive, however long it has been silent (a
+// stalled link; the owner may still be admitting), and once it has been
+// silent that long and gossip no longer holds it alive.
+func TestSilentOwnerAliveToGossipIsNotLost(t *testing.T) {
+	rule := window.Rule{Name: "login", Count: 10, Window: time.Minute, Type: window.Fixed,
+		SyncInterval: 100 * time.Millisecond, Allocation: window.Owner}
+	clk := newSteppedClock(rule.Window)
+	clk.step(time.Second)
+	nodes := startCluster(t, 3, []window.Rule{rule}, clk.now)
+	asker, owner := nodes[1], nodes[0].self
+	asked := clk.now()
+	asker.borrows.markSilent(owner, asked)
+	if got, lostAt := asker.outcomeFor(owner, asked); got != counter.Late || lostAt != asked+OwnerLostAfter*int64(asker.cfg.BorrowTimeout) {
+		t.Fatalf("just silent: outcome %v, lost from %v after the question; want Late, and %d borrow timeouts", got, time.Duration(lostAt-asked), OwnerLostAfter)
 	}
-	t.Logf("%d of %d keys refused while their owner was silent", refused, len(keys))
+	clk.step(time.Minute / 2)
+	if got, _ := asker.outcomeFor(owner, asked); got != counter.Late {
+		t.Fatalf("silent for 30 s, alive to gossip: outcome %v, want Late", got)
+	}
+	nodes[0].Kill()
+	waitFor(t, 30*time.Second, "gossip no longer holds the killed owner alive", func() bool {
+		return !asker.gossipAlive(owner.Node)
+	})
+	if got, _ := asker.outcomeFor(owner, asked); got != counter.Lost {
+		t.Fatalf("silent for 30 s, no longer alive to gossip: outcome %v, want Lost", got)
+	}
 }

@@ -41,6 +41,17 @@ type netSim struct {
 	// given back, and how long after; refunded counts the hits that were.
 	refundAfter func() (time.Duration, bool)
 	refunded    int64
+	// stall, if set, is extra delay for a message from node i to node j
+	// sent at moment at, as a lossy link's retransmissions add it: a link
+	// delivers in order, so a stalled message holds back those behind it.
+	stall    func(i, j int, at int64) int64
+	linkFree map[[2]int]int64
+	// borrowTimeout, if set, is how long a check waits for its owner's
+	// answer; silent[{i, j}] is since when node i has waited on node j
+	// without hearing from it, and after lostAfter timeouts of it node i
+	// decides as a node whose owner is lost.
+	borrowTimeout int64
+	silent        map[[2]int]int64
 }
 
 // failer is what netSim needs of a test: testing.TB or rapid.T.
@@ -57,11 +68,12 @@ type nodeKey struct {
 type simEvent struct {
 	at    int64
 	seq   uint64
-	kind  uint8 // 0 tick, 1 deliver, 2 check, 3 refund
+	kind  uint8 // 0 tick, 1 deliver, 2 check, 3 refund, 4 borrow timeout
 	node  int
 	key   string
 	delta *Delta
 	tk    *Ticket
+	seq2  uint64 // kind 4: the question timed out
 }
 
 type simQueue struct {
@@ -92,7 +104,8 @@ func (q *simQueue) push(e simEvent) {
 // phase drawn from seed.
 func newNetSim(t failer, n int, rule window.Rule, latency time.Duration, start int64, seed uint64) *netSim {
 	s := &netSim{t: t, rule: rule, latency: int64(latency), index: map[Incarnation]int{}, down: make([]bool, n),
-		admitted: map[string]map[int64]int64{}, waiting: map[nodeKey][]int64{}, asked: map[nodeKey]uint64{}}
+		admitted: map[string]map[int64]int64{}, waiting: map[nodeKey][]int64{}, asked: map[nodeKey]uint64{},
+		linkFree: map[[2]int]int64{}, silent: map[[2]int]int64{}}
 	rng := rand.New(rand.NewPCG(seed, 7))
 	var incs []Incarnation
 	for i := range n {
@@ -128,7 +141,13 @@ func (s *netSim) send(at int64, o Outbound) {
 	if s.down[j] || s.down[from] {
 		return
 	}
-	s.q.push(simEvent{at: at + s.latency, kind: 1, node: j, delta: o.Delta})
+	due := at + s.latency
+	if s.stall != nil {
+		link := [2]int{from, j}
+		due = max(due+s.stall(from, j, at), s.linkFree[link])
+		s.linkFree[link] = due
+	}
+	s.q.push(simEvent{at: due, kind: 1, node: j, delta: o.Delta})
 }
 
 // run processes events until moment end.
@@ -147,6 +166,7 @@ func (s *netSim) run(end int64) {
 			if err != nil {
 				s.t.Fatal(err)
 			}
+			delete(s.silent, [2]int{e.node, s.index[e.delta.From]})
 			if res.Reply != nil {
 				s.send(e.at, *res.Reply)
 			}
@@ -162,6 +182,8 @@ func (s *netSim) run(end int64) {
 			got := s.nodes[e.node].Refund(e.tk, e.at)
 			s.admitted[e.key][e.tk.Window] -= got
 			s.refunded += got
+		case 4:
+			s.late(e.at, e.node, e.key, e.seq2)
 		}
 	}
 }
@@ -176,6 +198,13 @@ func (s *netSim) decide(at int64, i int, key string) bool {
 	}
 	if ask != nil {
 		s.asked[nodeKey{i, key}] = ask.Delta.Seq
+		if s.borrowTimeout > 0 {
+			owner := [2]int{i, s.index[ask.To]}
+			if _, ok := s.silent[owner]; !ok {
+				s.silent[owner] = at
+			}
+			s.q.push(simEvent{at: at + s.borrowTimeout, kind: 4, node: i, key: key, seq2: ask.Delta.Seq})
+		}
 		s.send(at, *ask)
 		return false
 	}
@@ -227,6 +256,38 @@ func (s *netSim) timeout(at int64, i int) {
 		}
 		s.waiting[nk] = nil
 	}
+}
+
+// lostAfter is how many borrow timeouts a node waits on a silent owner
+// before it may decide as one whose owner is lost, as the cluster does.
+const lostAfter = 4
+
+// late decides the checks at node i waiting on the question seq about key,
+// if it is still unanswered, as the cluster does when the borrow timeout
+// passes: refused beyond the grant while the owner may only be late,
+// decided from the view once it has been silent for long and is down
+// (the cluster asks gossip whether it still answers probes).
+func (s *netSim) late(at int64, i int, key string, seq uint64) {
+	nk := nodeKey{i, key}
+	if s.asked[nk] != seq {
+		return
+	}
+	s.asked[nk] = 0
+	outcome := Late
+	o, _ := s.nodes[i].Table(s.rule.Name).fleet.Load().rank(key)
+	owner := s.nodes[i].reg.inc(o)
+	if since, ok := s.silent[[2]int{i, s.index[owner]}]; ok && at >= since+lostAfter*s.borrowTimeout && s.down[s.index[owner]] {
+		outcome = Lost
+	}
+	for range s.waiting[nk] {
+		var tk Ticket
+		dec, err := s.nodes[i].Settle(at, s.rule.Name, key, 1, outcome, &tk)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.record(at, i, key, dec, tk)
+	}
+	s.waiting[nk] = nil
 }
 
 func (s *netSim) record(at int64, i int, key string, d window.Decision, tk Ticket) {

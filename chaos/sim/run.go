@@ -106,7 +106,7 @@ func Run(c Config) (*Result, error) {
 		if _, silent := b.silent[ask.To]; silent {
 			// The owner left the last question unanswered: decide now, as
 			// a node does.
-			return false, false, settle(i, at, b.outcome(ask.To, at, at))
+			return false, false, settle(i, at, b.outcome(ask.To))
 		}
 		b.start(ask.Delta.Seq, ask.To, at)
 		send(at, *ask)
@@ -166,8 +166,8 @@ func Run(c Config) (*Result, error) {
 			q.push(event{at: max(r.NextTick(), e.at+1), kind: evTick, node: e.node})
 		case evGiveUp:
 			b := borrows[e.node]
-			for _, w := range b.giveUp(e.at) {
-				if err := settle(e.node, e.at, b.outcome(b.owner, w.since, e.at)); err != nil {
+			for range b.giveUp(e.at) {
+				if err := settle(e.node, e.at, b.outcome(b.owner)); err != nil {
 					return nil, err
 				}
 			}
