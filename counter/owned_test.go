@@ -54,6 +54,13 @@ func (f *ownedFleet) deliver(now int64, out []Outbound) bool {
 			all = false
 			continue
 		}
+		if from := f.node(o.Delta.From); from != nil && to.Unheard(o.Delta) {
+			// As a node does, it pulls the sender's state for the
+			// incarnations it had not heard of.
+			if _, err := to.ReceiveFrom(now, from.Snapshot(now), Origin{Asked: true}); err != nil {
+				f.t.Fatalf("%s pulling from %s: %v", o.To.Node, o.Delta.From.Node, err)
+			}
+		}
 		res, err := to.Receive(now, o.Delta)
 		if err != nil {
 			f.t.Fatalf("%s receiving from %s: %v", o.To.Node, o.Delta.From.Node, err)

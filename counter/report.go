@@ -21,7 +21,8 @@ func (t *Table) lease(s *slot) *owned {
 	if o.gen == f.gen {
 		return o
 	}
-	if o.gen == 0 && s.own != [2]int64{} {
+	first := o.gen == 0
+	if first && s.own != [2]int64{} {
 		// Counts made before the key had an owner (alone, or under
 		// another policy): the owner hears them at the next round.
 		o.moved = true
@@ -51,7 +52,39 @@ func (t *Table) lease(s *slot) *owned {
 			o.accountOf(x.heldFrom)
 		}
 	}
+	if first {
+		t.adoptShared(s)
+	}
 	return o
+}
+
+// adoptShared passes what the key's slot holds of other incarnations from
+// before it had an owner (under another policy, or while the rule was
+// strict) into owner allocation: booked here if this node owns the key,
+// else due to its owner at the next round. Live nodes report their own
+// counts to the owner anyway; this is how counts that no live node
+// reports reach it, a strict log's handed back to the batched tables and
+// those of nodes that have left, which the owner would otherwise grant
+// again. The shard is locked and o's owner worked out.
+func (t *Table) adoptShared(s *slot) {
+	x := s.x
+	if x == nil {
+		return
+	}
+	var fwd []routed
+	for i := range x.peers {
+		p := &x.peers[i]
+		if p.adm == [2]int64{} || p.inc == t.self {
+			continue
+		}
+		e := Entry{Key: s.key, Window: s.idx, Admitted: p.adm[1], Prev: p.adm[0]}
+		fwd = t.foreign(s, p.inc, &e, fwd)
+	}
+	if len(fwd) > 0 {
+		t.fwdMu.Lock()
+		t.fwd = append(t.fwd, fwd...)
+		t.fwdMu.Unlock()
+	}
 }
 
 // hold keeps, on a key's standby, what the key's owner from says of its own

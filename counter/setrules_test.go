@@ -90,3 +90,93 @@ func TestSetRulesDropsAndRejects(t *testing.T) {
 		t.Fatalf("a rejected change must leave the rules alone: %v", err)
 	}
 }
+
+// TestCountsHeldUnderAnotherWayReachTheOwner checks that counts a node
+// learnt of an incarnation that will never report them to a key's owner
+// (a strict log's, handed back to the batched tables while this node still
+// treated the rule as strict) count in the owner's decisions once the rule
+// is owner-allocated again: at once if the node that learnt them owns the
+// key, from the next round if it passes them on to the owner.
+func TestCountsHeldUnderAnotherWayReachTheOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		toOwner bool
+	}{
+		{"held by the owner", true},
+		{"held by another node", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			owned := ownedRule(100, time.Minute, window.Fixed)
+			strict := owned
+			strict.SyncInterval = window.Strict
+			f := newOwnedFleet(t, 3, owned)
+			const key = "k"
+			now := t0 + sec
+			oi := f.ownerIndex(key)
+			for i := range f.nodes {
+				for range 5 {
+					if d := f.allow(i, now, key, 1); !d.Allowed {
+						t.Fatalf("node %d refused in the batched phase: %+v", i, d)
+					}
+				}
+			}
+			f.tick(now + int64(100*time.Millisecond))
+			now += int64(200 * time.Millisecond)
+			for _, rp := range f.nodes {
+				if err := rp.SetRules([]window.Rule{strict}, now); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The log admitted 60 more; its counts come back as a
+			// snapshot from the leader while the rule is still strict on
+			// the node that learns them, which, not having heard of the
+			// log's incarnation, pulls them: state it asked for.
+			logRep := newTestReplica(t, "log", owned)
+			for range 60 {
+				logRep.Allow(now, "api", key, 1)
+			}
+			handoff := logRep.Snapshot(now)
+			learner := oi
+			if !tc.toOwner {
+				learner = (oi + 2) % 3
+			}
+			handoff.From = f.nodes[(oi+1)%3].Self()
+			if _, err := f.nodes[learner].ReceiveFrom(now, handoff, Origin{Asked: true}); err != nil {
+				t.Fatal(err)
+			}
+			for _, rp := range f.nodes {
+				if err := rp.SetRules([]window.Rule{owned}, now); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !tc.toOwner {
+				now += int64(100 * time.Millisecond)
+				f.tick(now)
+			}
+			// A burst on the owner: 25 are left of the 100.
+			admitted := int64(0)
+			for range 40 {
+				if d := f.allow(oi, now, key, 1); d.Allowed {
+					admitted++
+				}
+			}
+			if admitted > 25 {
+				t.Fatalf("the owner admitted %d of a burst after the switch back, with 25 left", admitted)
+			}
+			for range 20 {
+				now += int64(100 * time.Millisecond)
+				f.tick(now)
+				for i := range f.nodes {
+					for range 5 {
+						if d := f.allow(i, now, key, 1); d.Allowed {
+							admitted++
+						}
+					}
+				}
+			}
+			if admitted > 25 || admitted < 22 {
+				t.Fatalf("the fleet admitted %d after the switch back, want about the 25 left and no more", admitted)
+			}
+		})
+	}
+}
