@@ -380,6 +380,11 @@ func (p *peer) run(ctx context.Context, n *Node) {
 			}
 			stream, backoff = s, 50*time.Millisecond
 			n.peers.vouch(p)
+			// Whatever was due to the peer before this stream (to an
+			// earlier stream, dropped with it, or while the peer was
+			// cut off and out of the set) may never have reached it:
+			// an owner's word on a quiet key is said once.
+			n.replica.ResendAll(inc)
 			at := n.now()
 			chunks := splitDelta(n.replica.Snapshot(at), pullChunk)
 			for i, chunk := range chunks {

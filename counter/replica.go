@@ -330,12 +330,15 @@ func validateRules(rules []window.Rule) error {
 }
 
 // SetPeers replaces the set of live peers. A new peer is sent every own
-// entry at the next round; a peer that left is no longer sent to, but what it
-// admitted stays counted until its windows expire.
+// entry at the next round, and, for the keys this node owns, the fleet's
+// counts again: what was told while it was not live never reached it. A
+// peer that left is no longer sent to, but what it admitted stays counted
+// until its windows expire.
 func (r *Replica) SetPeers(peers []Incarnation) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	next := make(map[Incarnation]*peerState, len(peers))
+	var joined []uint32
 	for _, p := range peers {
 		if p == r.self {
 			continue
@@ -345,7 +348,17 @@ func (r *Replica) SetPeers(peers []Incarnation) {
 			continue
 		}
 		next[p] = &peerState{since: make(map[string]uint64, len(r.order)), sent: make(map[string]uint64, len(r.order))}
+		joined = append(joined, r.reg.id(p))
 	}
+	defer func() {
+		// After the tables count the new peers live, so that the next
+		// round tells them.
+		for _, id := range joined {
+			for _, t := range r.order {
+				t.resendTo(id)
+			}
+		}
+	}()
 	for p := range r.peers {
 		if _, ok := next[p]; !ok {
 			r.rtt.forget(r.reg.id(p))

@@ -19,10 +19,12 @@ func (t *Table) lease(s *slot) *owned {
 	o := s.owned()
 	f := t.fleet.Load()
 	if o.gen == f.gen {
+		if s.x != nil {
+			t.adoptShared(s)
+		}
 		return o
 	}
-	first := o.gen == 0
-	if first && s.own != [2]int64{} {
+	if o.gen == 0 && s.own != [2]int64{} {
 		// Counts made before the key had an owner (alone, or under
 		// another policy): the owner hears them at the next round.
 		o.moved = true
@@ -40,6 +42,11 @@ func (t *Table) lease(s *slot) *owned {
 		}
 	}
 	o.owner, o.gen = owner, f.gen
+	defer func() {
+		if s.x != nil {
+			t.adoptShared(s)
+		}
+	}()
 	if owner == t.self {
 		o.handover = false
 		b := o.ensureBook()
@@ -52,25 +59,21 @@ func (t *Table) lease(s *slot) *owned {
 			o.accountOf(x.heldFrom)
 		}
 	}
-	if first {
-		t.adoptShared(s)
-	}
 	return o
 }
 
 // adoptShared passes what the key's slot holds of other incarnations from
-// before it had an owner (under another policy, or while the rule was
-// strict) into owner allocation: booked here if this node owns the key,
-// else due to its owner at the next round. Live nodes report their own
-// counts to the owner anyway; this is how counts that no live node
-// reports reach it, a strict log's handed back to the batched tables and
-// those of nodes that have left, which the owner would otherwise grant
-// again. The shard is locked and o's owner worked out.
+// before it had an owner (alone, under another policy, or while the rule
+// was strict) into owner allocation, and drops it: booked here if this
+// node owns the key, else due to its owner at the next round. Live nodes
+// report their own counts to the owner anyway; this is how counts that no
+// live node reports reach it, a strict log's handed back to the batched
+// tables and those of nodes that have left, and it happens before the
+// key's first decision under owner allocation, which would otherwise
+// grant them again. The shard is locked and the key's owner worked out.
 func (t *Table) adoptShared(s *slot) {
 	x := s.x
-	if x == nil {
-		return
-	}
+	s.x = nil
 	var fwd []routed
 	for i := range x.peers {
 		p := &x.peers[i]
@@ -143,17 +146,10 @@ type routed struct {
 func (t *Table) roundOwned(now int64, since uint64, out []routed) []routed {
 	alive := t.alive()
 	t.eachKept(window.Index(now, t.rule.Window), func(s *slot) {
+		// Leasing adopts the counts peers sent everyone before the rule
+		// had owners (adoptShared).
 		o := t.lease(s)
 		o.rotate()
-		if x := s.x; x != nil {
-			// Counts peers sent everyone before the rule had owners: they
-			// belong in the key's book.
-			for _, pe := range x.peers {
-				e := Entry{Key: s.key, Window: s.idx, Admitted: pe.adm[1], Prev: pe.adm[0]}
-				out = t.foreign(s, pe.inc, &e, out)
-			}
-			s.x = nil
-		}
 		if o.owner == t.self {
 			out = t.spread(s, since, alive, out)
 			out = t.tellSettled(s, alive, out)

@@ -185,9 +185,6 @@ func (old *Table) successor(rule window.Rule) *Table {
 			}
 			if o := s.o; o != nil && lapse {
 				o.lapse(s)
-				// Leased afresh: what the slot learnt of others under
-				// the old way passes into owner allocation (adoptShared).
-				o.gen = 0
 			}
 		}
 		sh.mu.Unlock()
