@@ -287,6 +287,43 @@ func TestOwnedMoveKeepsCounts(t *testing.T) {
 	}
 }
 
+// drawnRun is a fleet, a rule and a latency drawn for a property test of
+// owner allocation.
+type drawnRun struct {
+	n       int
+	r       window.Rule
+	latency time.Duration
+}
+
+// drawRun draws 2 to maxNodes nodes, a count of 1 to maxCount, a window of
+// 1 or 10 s, fixed or sliding, a sync interval of 50 to 500 ms and a
+// latency up to it.
+func drawRun(rt *rapid.T, maxNodes int, maxCount int64) drawnRun {
+	n := rapid.IntRange(2, maxNodes).Draw(rt, "nodes")
+	w := rapid.SampledFrom([]time.Duration{time.Second, 10 * time.Second}).Draw(rt, "window")
+	r := window.Rule{Name: "api", Count: rapid.Int64Range(1, maxCount).Draw(rt, "count"), Window: w,
+		Type:         rapid.SampledFrom([]window.Type{window.Fixed, window.Sliding}).Draw(rt, "type"),
+		SyncInterval: time.Duration(rapid.IntRange(1, 10).Draw(rt, "sync50ms")) * 50 * time.Millisecond}
+	latency := time.Duration(rapid.Int64Range(0, int64(r.SyncInterval)).Draw(rt, "latency"))
+	return drawnRun{n: n, r: r, latency: latency}
+}
+
+// keyOwned returns a key that node owner owns with node standby its
+// standby, as node 0 sees the fleet.
+func (f *ownedFleet) keyOwned(owner, standby int) string {
+	f.t.Helper()
+	tb := f.nodes[0].Table("api")
+	for k := range 1000 {
+		key := fmt.Sprint("key-", k)
+		o, sb := tb.fleet.Load().rank(key)
+		if f.nodes[0].reg.inc(o) == f.nodes[owner].Self() && f.nodes[0].reg.inc(sb) == f.nodes[standby].Self() {
+			return key
+		}
+	}
+	f.t.Fatalf("no key owned by node %d with node %d its standby", owner, standby)
+	return ""
+}
+
 // TestOwnedNeverOvershoots checks, over fleets of 2 to 16 nodes, counts of
 // 1 to 600, fixed and sliding windows, sync intervals from 50 to 500 ms,
 // latencies up to the sync interval, and demand from half the limit to six
@@ -295,12 +332,8 @@ func TestOwnedMoveKeepsCounts(t *testing.T) {
 // would refuse.
 func TestOwnedNeverOvershoots(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		n := rapid.IntRange(2, 16).Draw(rt, "nodes")
-		w := rapid.SampledFrom([]time.Duration{time.Second, 10 * time.Second}).Draw(rt, "window")
-		r := window.Rule{Name: "api", Count: rapid.Int64Range(1, 600).Draw(rt, "count"), Window: w,
-			Type:         rapid.SampledFrom([]window.Type{window.Fixed, window.Sliding}).Draw(rt, "type"),
-			SyncInterval: time.Duration(rapid.IntRange(1, 10).Draw(rt, "sync50ms")) * 50 * time.Millisecond}
-		latency := time.Duration(rapid.Int64Range(0, int64(r.SyncInterval)).Draw(rt, "latency"))
+		run := drawRun(rt, 16, 600)
+		n, r, w, latency := run.n, run.r, run.r.Window, run.latency
 		load := rapid.Float64Range(0.5, 6).Draw(rt, "load")
 		keys := rapid.IntRange(1, 3).Draw(rt, "keys")
 		seed := rapid.Uint64().Draw(rt, "seed")
@@ -327,12 +360,8 @@ func TestOwnedNeverOvershoots(t *testing.T) {
 // less what it gave back, would refuse.
 func TestOwnedRefundsNeverOvershoot(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		n := rapid.IntRange(2, 8).Draw(rt, "nodes")
-		w := rapid.SampledFrom([]time.Duration{time.Second, 10 * time.Second}).Draw(rt, "window")
-		r := window.Rule{Name: "api", Count: rapid.Int64Range(1, 300).Draw(rt, "count"), Window: w,
-			Type:         rapid.SampledFrom([]window.Type{window.Fixed, window.Sliding}).Draw(rt, "type"),
-			SyncInterval: time.Duration(rapid.IntRange(1, 10).Draw(rt, "sync50ms")) * 50 * time.Millisecond}
-		latency := time.Duration(rapid.Int64Range(0, int64(r.SyncInterval)).Draw(rt, "latency"))
+		run := drawRun(rt, 8, 300)
+		n, r, w, latency := run.n, run.r, run.r.Window, run.latency
 		load := rapid.Float64Range(1, 6).Draw(rt, "load")
 		share := rapid.Float64Range(0.1, 0.9).Draw(rt, "refunded")
 		keys := rapid.IntRange(1, 3).Draw(rt, "keys")
@@ -361,19 +390,7 @@ func TestOwnedRefundsNeverOvershoot(t *testing.T) {
 // second copy of what the owner then tells it.
 func TestOwnedPartitionHealCountsOnce(t *testing.T) {
 	f := newOwnedFleet(t, 3, ownedRule(100, time.Minute, window.Fixed))
-	// A key that node 1 owns with node 0 its standby.
-	key := ""
-	for k := range 1000 {
-		cand := fmt.Sprint("key-", k)
-		o, sb := f.nodes[0].Table("api").fleet.Load().rank(cand)
-		if f.nodes[0].reg.inc(o) == f.nodes[1].Self() && f.nodes[0].reg.inc(sb) == f.nodes[0].Self() {
-			key = cand
-			break
-		}
-	}
-	if key == "" {
-		t.Fatal("no key owned by node 1 with node 0 its standby")
-	}
+	key := f.keyOwned(1, 0)
 	now := t0 + sec
 	tick := func() {
 		now += int64(100 * time.Millisecond)
@@ -480,18 +497,7 @@ func TestStandbyCopyCountsOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newOwnedFleet(t, 3, ownedRule(100, time.Minute, window.Fixed))
 			sb := f.nodes[0].Table("api")
-			key := ""
-			for k := range 1000 {
-				cand := fmt.Sprint("key-", k)
-				o, s := sb.fleet.Load().rank(cand)
-				if f.nodes[0].reg.inc(o) == f.nodes[1].Self() && f.nodes[0].reg.inc(s) == f.nodes[0].Self() {
-					key = cand
-					break
-				}
-			}
-			if key == "" {
-				t.Fatal("no key owned by node 1 with node 0 its standby")
-			}
+			key := f.keyOwned(1, 0)
 			now := t0 + sec
 			idx := window.Index(now, time.Minute)
 			owner := f.nodes[0].reg.id(f.nodes[1].Self())

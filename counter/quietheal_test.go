@@ -1,7 +1,6 @@
 package counter
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -15,19 +14,8 @@ import (
 // it.
 func TestQuietKeyToldToAPeerBackFromACut(t *testing.T) {
 	f := newOwnedFleet(t, 3, ownedRule(100, time.Minute, window.Fixed))
-	// A key node 0 owns; node 2 is the one cut off.
-	key := ""
-	for k := range 1000 {
-		cand := fmt.Sprint("key-", k)
-		o, sb := f.nodes[0].Table("api").fleet.Load().rank(cand)
-		if f.nodes[0].reg.inc(o) == f.nodes[0].Self() && f.nodes[0].reg.inc(sb) == f.nodes[1].Self() {
-			key = cand
-			break
-		}
-	}
-	if key == "" {
-		t.Fatal("no key owned by node 0 with node 1 its standby")
-	}
+	// A key node 0 owns with node 1 its standby; node 2 is the one cut off.
+	key := f.keyOwned(0, 1)
 	now := t0 + sec
 	ticks := func(n int) {
 		for range n {

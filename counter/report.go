@@ -42,11 +42,6 @@ func (t *Table) lease(s *slot) *owned {
 		}
 	}
 	o.owner, o.gen = owner, f.gen
-	defer func() {
-		if s.x != nil {
-			t.adoptShared(s)
-		}
-	}()
 	if owner == t.self {
 		o.handover = false
 		b := o.ensureBook()
@@ -58,6 +53,9 @@ func (t *Table) lease(s *slot) *owned {
 			// are its account now.
 			o.accountOf(x.heldFrom)
 		}
+	}
+	if s.x != nil {
+		t.adoptShared(s)
 	}
 	return o
 }
