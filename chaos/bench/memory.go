@@ -198,17 +198,11 @@ func Memory(ctx context.Context, c MemoryConfig) (*MemoryResult, error) {
 	// projection takes the larger of the two figures, and a sample that
 	// measured nothing is not grown from.
 	perKey = max(perKey, m.BytesPerKey)
-	for range 3 {
-		if perKey > 0 {
-			break
-		}
-		if m, err = measureMemory(ctx, &c, sample); err != nil {
+	if perKey <= 0 {
+		if m, err = measurePositive(ctx, &c, sample); err != nil {
 			return nil, err
 		}
 		perKey = m.BytesPerKey
-	}
-	if perKey <= 0 {
-		return nil, fmt.Errorf("the heap of %d keys measured %d bytes four times: something else in the process is freeing memory", sample, m.HeapBytes)
 	}
 	projected := perKey * float64(c.Nodes) * float64(c.Keys)
 	keys := c.Keys
@@ -219,7 +213,7 @@ func Memory(ctx context.Context, c MemoryConfig) (*MemoryResult, error) {
 		}
 	}
 	if keys > sample {
-		if m, err = measureMemory(ctx, &c, keys); err != nil {
+		if m, err = measurePositive(ctx, &c, keys); err != nil {
 			return nil, err
 		}
 	}
@@ -243,6 +237,22 @@ func fitKeys(bytesPerKey float64, nodes int, budget int64) int {
 		return maxMemoryKeys
 	}
 	return int(max(1, min(float64(maxMemoryKeys), float64(budget)/(bytesPerKey*float64(nodes)))))
+}
+
+// measurePositive measures keys keys up to four times until the heap they
+// hold comes out above zero. Memory freed elsewhere in the process while a
+// fleet is built (a network library's goroutine outliving its Close by a
+// probe timeout) is subtracted from the fleet's figure, and a few MiB of it
+// can take a small fleet below zero.
+func measurePositive(ctx context.Context, c *MemoryConfig, keys int) (*MemoryResult, error) {
+	var m *MemoryResult
+	for range 4 {
+		var err error
+		if m, err = measureMemory(ctx, c, keys); err != nil || m.BytesPerKey > 0 {
+			return m, err
+		}
+	}
+	return nil, fmt.Errorf("the heap of %d keys measured %d bytes four times: something else in the process is freeing memory", keys, m.HeapBytes)
 }
 
 // measureMemory builds c.Nodes replicas, has each check keys keys and syncs

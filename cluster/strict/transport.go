@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -49,8 +50,19 @@ func (g *strictGroup) listen() error {
 		// record its new address, as after a whole-fleet restart.
 		ServerAddressProvider: gossipRaftAddrs{g},
 	})
-	g.trans, g.closer, g.addr = trans, trans, advertise.String()
+	g.trans, g.closer, g.addr = trans, transportCloser{trans}, advertise.String()
 	return nil
+}
+
+// transportCloser closes a NetworkTransport with its connections: its Close
+// alone stops the listener only, and each pooled or accepted connection
+// would keep a goroutine and its buffers (a quarter MiB) until the other
+// end went away.
+type transportCloser struct{ t *raft.NetworkTransport }
+
+func (c transportCloser) Close() error {
+	c.t.CloseStreams()
+	return c.t.Close()
 }
 
 // raftStream is raft's StreamLayer over a listener of the node's network,
@@ -60,15 +72,65 @@ type raftStream struct {
 	lis       net.Listener
 	advertise net.Addr
 	dial      func(ctx context.Context, addr string) (net.Conn, error) // on the node's network
+
+	mu       sync.Mutex
+	accepted map[*acceptedConn]struct{} // open until closed here or by raft
+	closed   bool
 }
 
-func (s *raftStream) Accept() (net.Conn, error) { return s.lis.Accept() }
-func (s *raftStream) Close() error              { return s.lis.Close() }
-func (s *raftStream) Addr() net.Addr            { return s.advertise }
+// Accept returns the next peer connection, which Close closes with the
+// listener: raft's handler for it would otherwise outlive the transport.
+func (s *raftStream) Accept() (net.Conn, error) {
+	c, err := s.lis.Accept()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	if s.accepted == nil {
+		s.accepted = make(map[*acceptedConn]struct{})
+	}
+	ac := &acceptedConn{Conn: c, s: s}
+	s.accepted[ac] = struct{}{}
+	return ac, nil
+}
+
+// Close stops the listener and closes every connection it accepted.
+func (s *raftStream) Close() error {
+	err := s.lis.Close()
+	s.mu.Lock()
+	s.closed = true
+	open := s.accepted
+	s.accepted = nil
+	s.mu.Unlock()
+	for c := range open {
+		c.Conn.Close()
+	}
+	return err
+}
+
+func (s *raftStream) Addr() net.Addr { return s.advertise }
 func (s *raftStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return s.dial(ctx, string(address))
+}
+
+// acceptedConn is a connection raftStream accepted, forgotten when closed.
+type acceptedConn struct {
+	net.Conn
+	s *raftStream
+}
+
+func (c *acceptedConn) Close() error {
+	c.s.mu.Lock()
+	delete(c.s.accepted, c)
+	c.s.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // gossipRaftAddrs finds a voter's Raft address in its gossiped metadata.
