@@ -51,8 +51,11 @@ type account struct {
 	// seq is the sequence of the newest report heard and answered, modulo
 	// 2^32 (compared with seqBefore), 0 for none.
 	seq uint32
-	// spread says the key's standby has its counts.
-	hasWas, spread, reported bool
+	// spread says the key's standby has its counts. owed says the
+	// incarnation is to be told the fleet's counts at the next round
+	// whatever it was last told: what was sent it may never have arrived
+	// (a broken stream, or sent before this node counted it live).
+	hasWas, spread, reported, owed bool
 }
 
 // seq32 is a delta sequence as an account keeps it: modulo 2^32, never 0.

@@ -272,7 +272,7 @@ func (t *Table) answer(s *slot, inc uint32, e *Entry, seq uint64, c clock) (Entr
 	a.seq = seq32(seq)
 	b.in(i)
 	adm := b.admitted(s)
-	a.told = uint16(adm.Curr)
+	a.told, a.owed = uint16(adm.Curr), false
 	return Entry{Key: s.key, Window: s.idx, Admitted: adm.Curr - a.adm[1], Prev: adm.Prev - a.adm[0],
 		Grant: grant.base, Rate: grant.rate, RateFrom: grant.from, RateUntil: grant.stop, Next: next, Told: seq}, true
 }

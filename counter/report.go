@@ -230,10 +230,10 @@ func (t *Table) tellSettled(s *slot, alive func(uint32) bool, out []routed) []ro
 	if sum == b.roundSum && sum != b.toldSum {
 		for i := range b.accts {
 			a := &b.accts[i]
-			if a.told == sum || a.seq == 0 || !alive(a.inc) {
+			if a.told == sum && !a.owed || a.seq == 0 || !alive(a.inc) {
 				continue
 			}
-			a.told = sum
+			a.told, a.owed = sum, false
 			g := b.curLine(i)
 			out = append(out, routed{to: a.inc, inc: t.self, kind: KindAnswer, rule: t.rule.Name,
 				e: Entry{Key: s.key, Window: s.idx, Admitted: adm.Curr - a.adm[1], Prev: adm.Prev - a.adm[0],
@@ -267,12 +267,16 @@ func (t *Table) resendTo(id uint32) {
 				if o.bookOf().standby == id {
 					o.standbyStale = true
 				}
-				for k := range o.bookOf().accts {
-					if o.bookOf().accts[k].inc == id {
-						o.bookOf().accts[k].told = ^o.bookOf().toldSum
+				b := o.bookOf()
+				for k := range b.accts {
+					if b.accts[k].inc == id {
+						b.accts[k].owed = true
 					}
 				}
-				o.bookOf().toldSum = ^o.bookOf().roundSum
+				// A mark rather than a told count set to differ from the
+				// book's: two resends before a round would set it back,
+				// and the peer would never be told.
+				b.toldSum = ^b.roundSum
 			}
 		}
 		sh.mu.Unlock()
