@@ -345,8 +345,13 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64, pooled bool) (grant
 	cur := b.curLine(i)
 	if a.hasWas {
 		// Only add to the grant a may not have applied: hits on top of
-		// it, on the same line.
+		// it, on the same line, which must still start within the room
+		// (see lineRoom).
 		extra := min(max(a.adm[1]+want-cur.at(c.now, c.end, w), 0), max(t.endRoom(s, c), 0))
+		if cur.rate > 0 {
+			room := t.lineRoom(n, cur.from-(c.end-int64(w)))
+			extra = min(extra, max(a.adm[1]+room-cur.base, 0))
+		}
 		return line{base: cur.base + extra, rate: cur.rate, from: cur.from, stop: cur.stop}, next
 	}
 	// What a spent from its grant since its report is not in adm: carry
@@ -380,6 +385,23 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64, pooled bool) (grant
 		}
 	}
 	return grant, next
+}
+
+// lineRoom is how far past n.Curr a grant that grows with time may start,
+// elapsed into the window: the room one exact limiter has then by n, which
+// may be below zero where counts already admitted (an opening, a grant
+// carried over) fill more than it. A line started there, growing no faster
+// than the previous window's count decays, stays within what one exact
+// limiter admits for the rest of the window; one started above it stays
+// above. n.Prev may be a bound above that count (a node's grant in the
+// window before, while it has not said what it spent): the room is then
+// below the true one, but a line granted at a rate by that bound grows
+// faster than the count truly decays.
+func (t *Table) lineRoom(n window.Counts, elapsed int64) int64 {
+	w := int64(t.rule.Window)
+	elapsed = min(max(elapsed, 0), w)
+	held := n.Prev - mulDiv(n.Prev, elapsed, w)
+	return t.rule.Count - n.Curr - held
 }
 
 // poolStart is where the last sync interval of c's window starts: from
