@@ -141,15 +141,10 @@ func TestStrictWakesOnElection(t *testing.T) {
 // its node up (gossip and gRPC answer, so no membership change wakes
 // anyone), and checks on each survivor at once, with the retry pause an
 // hour: the checks are decided by the log, once the survivors elect a
-// leader, only if Raft's observations wake them. The strict timeout is long
-// (30 s): on a loaded machine an election can take longer than the default
-// second, and a check answered by its fail mode then would say nothing of
-// the wake.
+// leader, only if Raft's observations wake them.
 func TestStrictFailoverWakesOnElection(t *testing.T) {
 	rules := []window.Rule{{Name: "s", Count: 1000, Window: time.Hour, Type: window.Fixed, SyncInterval: window.Strict}}
-	nodes := startStrictCluster(t, 3, rules, nil, func(c *cluster.Config) {
-		c.Strict, c.StrictTimeout = Mode{retry: time.Hour}, 30*time.Second
-	})
+	nodes := startStrictCluster(t, 3, rules, nil, func(c *cluster.Config) { c.Strict = Mode{retry: time.Hour} })
 	leader := waitStrictGroup(t, nodes, patience)
 	leader.group().shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
