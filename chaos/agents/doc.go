@@ -12,4 +12,10 @@
 // talks over loopback while it runs:
 //
 //	go test ./chaos/agents -agents 16 -agents.latency 50ms -v
+//
+// cut-heal.sh beside it runs three agents through a cut made with iptables
+// on loopback, a heal with no traffic after it, and a kill -9 and restart,
+// and checks what every node then says the fleet has left (root):
+//
+//	sudo bash chaos/agents/cut-heal.sh
 package agents
