@@ -324,6 +324,33 @@ func (f *ownedFleet) keyOwned(owner, standby int) string {
 	return ""
 }
 
+// keyRun drives one key of an owned fleet on a clock that each tick moves
+// on by the rule's 100 ms sync interval.
+type keyRun struct {
+	f   *ownedFleet
+	key string
+	now int64
+}
+
+// ticks runs n sync rounds.
+func (k *keyRun) ticks(n int) {
+	for range n {
+		k.now += int64(100 * time.Millisecond)
+		k.f.tick(k.now)
+	}
+}
+
+// admit checks n single hits of the key on node i, each of which must be
+// admitted.
+func (k *keyRun) admit(i, n int) {
+	k.f.t.Helper()
+	for range n {
+		if d := k.f.allow(i, k.now, k.key, 1); !d.Allowed {
+			k.f.t.Fatalf("node %d refused: %+v", i, d)
+		}
+	}
+}
+
 // TestOwnedNeverOvershoots checks, over fleets of 2 to 16 nodes, counts of
 // 1 to 600, fixed and sliding windows, sync intervals from 50 to 500 ms,
 // latencies up to the sync interval, and demand from half the limit to six
@@ -390,48 +417,36 @@ func TestOwnedRefundsNeverOvershoot(t *testing.T) {
 // second copy of what the owner then tells it.
 func TestOwnedPartitionHealCountsOnce(t *testing.T) {
 	f := newOwnedFleet(t, 3, ownedRule(100, time.Minute, window.Fixed))
-	key := f.keyOwned(1, 0)
-	now := t0 + sec
-	tick := func() {
-		now += int64(100 * time.Millisecond)
-		f.tick(now)
-	}
-	admit := func(i, n int) {
-		for range n {
-			if d := f.allow(i, now, key, 1); !d.Allowed {
-				t.Fatalf("node %d refused: %+v", i, d)
-			}
-		}
-	}
-	admit(1, 5)
-	admit(2, 3)
-	admit(0, 2)
-	tick()
-	tick()
+	k := &keyRun{f: f, key: f.keyOwned(1, 0), now: t0 + sec}
+	k.admit(1, 5)
+	k.admit(2, 3)
+	k.admit(0, 2)
+	k.ticks(1)
+	k.ticks(1)
 	// Node 1 is cut off: nodes 0 and 2 see each other only.
 	all := []Incarnation{f.nodes[0].Self(), f.nodes[1].Self(), f.nodes[2].Self()}
 	f.nodes[0].SetPeers([]Incarnation{all[0], all[2]})
 	f.nodes[2].SetPeers([]Incarnation{all[0], all[2]})
 	f.nodes[1].SetPeers([]Incarnation{all[1]})
 	f.down[all[1].Node] = true
-	tick()
-	tick()
-	admit(2, 1)
-	tick()
+	k.ticks(1)
+	k.ticks(1)
+	k.admit(2, 1)
+	k.ticks(1)
 	// Healed.
 	for _, rp := range f.nodes {
 		rp.SetPeers(all)
 	}
 	f.down[all[1].Node] = false
-	tick()
-	tick()
+	k.ticks(1)
+	k.ticks(1)
 	// The owner, back, admits more: its standby hears of it.
-	admit(1, 1)
+	k.admit(1, 1)
 	for range 6 {
-		tick()
+		k.ticks(1)
 	}
 	for i, rp := range f.nodes {
-		if _, view := rp.Table("api").Counts(key, now); view.Curr != 12 {
+		if _, view := rp.Table("api").Counts(k.key, k.now); view.Curr != 12 {
 			t.Errorf("node %d sees %d admitted, want the 12 admitted", i, view.Curr)
 		}
 	}
