@@ -395,8 +395,9 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64, pooled bool) (grant
 // limiter admits for the rest of the window; one started above it stays
 // above. n.Prev may be a bound above that count (a node's grant in the
 // window before, while it has not said what it spent): the room is then
-// below the true one, but a line granted at a rate by that bound grows
-// faster than the count truly decays.
+// below the true one; but a line's rate is drawn from that bound too, and
+// such a line grows faster than the count truly decays, a known gap (see
+// TestOwnedStalledLinksNeverOvershoot).
 func (t *Table) lineRoom(n window.Counts, elapsed int64) int64 {
 	w := int64(t.rule.Window)
 	elapsed = min(max(elapsed, 0), w)

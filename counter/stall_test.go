@@ -24,7 +24,7 @@ import (
 // exact limiter refuses, a known fault not yet mended: a line granted while
 // the window before is known only as a bound above its count (a node that
 // has not reported what it spent there) grows faster than the count truly
-// decays. TestStalledSlidingCases holds the cases found so far.
+// decays. TestStalledSlidingCases holds the cases found and mended so far.
 func TestOwnedStalledLinksNeverOvershoot(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		run := drawRun(rt, 8, 300)

@@ -75,9 +75,9 @@ for p in 7170 7171; do for k in $keys; do for _ in 1 2 3; do check $p $k >/dev/n
 spent=9
 sleep 20 # long enough for both sides to drop each other
 uncut
-start=$(date +%s.%N)
+start=$(date +%s%N)
 wait_alive 7170 3 && wait_alive 7171 3 && wait_alive 7172 3
-echo "re-formed $(echo "$(date +%s.%N) - $start" | bc) s after the heal"
+echo "re-formed $(( ($(date +%s%N) - start) / 1000000 )) ms after the heal"
 ok=0
 for s in 1 3 10; do
   sleep $s
