@@ -1,9 +1,10 @@
 package strict
 
 import (
-	"io"
 	"log/slog"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,12 +13,48 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-// testLogger keeps test output quiet unless SLUICE_TEST_LOG is set.
+// testLogger keeps test output quiet unless SLUICE_TEST_LOG is set: it
+// keeps the last tailLines lines, Raft's debug lines among them, and prints
+// them only if the test fails, for a failure under load is often seen once.
 func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	tl := &tailLog{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the last %d log lines of a node:\n%s", tailLines, tl.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(tl, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// tailLines is how many lines a tailLog keeps.
+const tailLines = 2000
+
+// tailLog keeps the last tailLines writes, one log line each.
+type tailLog struct {
+	mu    sync.Mutex
+	lines []string
+	next  int
+}
+
+func (l *tailLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) < tailLines {
+		l.lines = append(l.lines, string(p))
+	} else {
+		l.lines[l.next] = string(p)
+		l.next = (l.next + 1) % tailLines
+	}
+	return len(p), nil
+}
+
+func (l *tailLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines[l.next:], "") + strings.Join(l.lines[:l.next], "")
 }
 
 // alignedClock returns a clock, shared by every node of a test, whose

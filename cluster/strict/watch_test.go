@@ -162,4 +162,13 @@ func TestStrictFailoverWakesOnElection(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if t.Failed() {
+		// What each survivor's Raft thought at the end tells an election
+		// that never came from one the checks slept through.
+		for _, nd := range nodes {
+			if nd != leader {
+				t.Logf("%s's Raft at the end: %v", nd.Name(), nd.group().raft.Stats())
+			}
+		}
+	}
 }
