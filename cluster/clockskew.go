@@ -33,22 +33,46 @@ type skewWatch struct {
 	skewed  map[string]bool           // peers beyond the tolerance of the fleet's clock
 }
 
-// offsetSamples are a peer's last few offsets. A delta held up on the way
-// (a slow peer, a stalled stream, a clock that stepped while it travelled)
-// shows an offset smaller by the delay; the largest of the last few is the
-// one least delayed, as NTP keeps the sample of least delay.
+// offsetSamples are a peer's offsets over the last offsetHorizon, by the
+// moment they arrived. A delta held up on the way (a slow peer, a stream
+// stalled on a lost segment, a node starved of CPU that reads its deltas
+// late, a clock that stepped while it travelled) shows an offset smaller by
+// the delay; the largest is the one least delayed, as NTP keeps the sample
+// of least delay. The horizon is time, not a number of samples: a stall
+// holds up every delta for as long as it lasts, however many there are, and
+// one prompt delta in the horizon outweighs them all. The price is that a
+// peer whose clock steps back is seen to be behind only once its earlier
+// samples leave the horizon.
 type offsetSamples struct {
-	v    [8]int64
-	n, i int
+	best [offsetBuckets]int64 // the largest offset that arrived in each bucket
+	at   [offsetBuckets]int64 // the bucket each holds: arrival time ÷ offsetBucket, 0 for none
 }
 
-func (o *offsetSamples) add(v int64) int64 {
-	o.v[o.i] = v
-	o.i = (o.i + 1) % len(o.v)
-	o.n = min(o.n+1, len(o.v))
-	best := o.v[0]
-	for _, x := range o.v[1:o.n] {
-		best = max(best, x)
+// The offset horizon is offsetBuckets buckets of offsetBucket each.
+const (
+	offsetBucket  = time.Second
+	offsetBuckets = 8
+	offsetHorizon = offsetBuckets * offsetBucket
+)
+
+// add records offset v, which arrived at moment now of this node's own
+// clock, and returns the peer's estimated offset: the largest in the
+// horizon.
+func (o *offsetSamples) add(v, now int64) int64 {
+	b := now/int64(offsetBucket) + 1 // never 0
+	i := b % offsetBuckets
+	if o.at[i] != b {
+		o.at[i], o.best[i] = b, v
+	} else {
+		o.best[i] = max(o.best[i], v)
+	}
+	best := v
+	for j := range o.best {
+		// Buckets from after now are of a clock that has since stepped
+		// back: what they hold is no guide to the offset now.
+		if age := b - o.at[j]; o.at[j] != 0 && age >= 0 && age < offsetBuckets {
+			best = max(best, o.best[j])
+		}
 	}
 	return best
 }
@@ -79,7 +103,7 @@ type skewReport struct {
 // observe records a peer's send time against this node's own clock
 // reading at receipt (both uncorrected), and returns what changed. An
 // offset includes the one-way delay; the estimate keeps the least delayed
-// of the peer's recent samples.
+// of the peer's samples over the last offsetHorizon.
 func (w *skewWatch) observe(peer string, sentAt, ownNow int64) skewReport {
 	if sentAt == 0 {
 		return skewReport{}
@@ -91,7 +115,7 @@ func (w *skewWatch) observe(peer string, sentAt, ownNow int64) skewReport {
 		o = &offsetSamples{}
 		w.samples[peer] = o
 	}
-	w.offsets[peer] = o.add(sentAt - ownNow)
+	w.offsets[peer] = o.add(sentAt-ownNow, ownNow)
 	return w.recompute(peer)
 }
 

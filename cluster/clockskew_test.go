@@ -27,6 +27,65 @@ func TestSkewWatchIgnoresDelayedDeltas(t *testing.T) {
 	}
 }
 
+// TestSkewWatchRidesOutAStall feeds both peers' deltas held up 700 ms for
+// 3 s on end, as a stream stalled on lost segments or a node starved of CPU
+// reads them, after a second of prompt ones: more delayed samples than the
+// watch once kept, every one beyond the tolerance. The prompt ones are
+// still in the horizon: no correction, no peer named skewed.
+func TestSkewWatchRidesOutAStall(t *testing.T) {
+	ms := int64(time.Millisecond)
+	w := newSkewWatch([]window.Rule{{Name: "r", Count: 1, Window: time.Second, Type: window.Sliding, SyncInterval: 100 * time.Millisecond}})
+	now := int64(1_000 * time.Second)
+	for step := range 40 {
+		delay := ms
+		if step >= 10 {
+			delay = 700 * ms
+		}
+		for _, peer := range []string{"a", "b"} {
+			if r := w.observe(peer, now-delay, now); r.fix != 0 || r.skewedPeers != 0 {
+				t.Fatalf("%v into the stall, from %s: correction %v, %d skewed peers; want none",
+					time.Duration(now-1_000*int64(time.Second)-1_000*ms), peer, time.Duration(r.fix), r.skewedPeers)
+			}
+		}
+		now += 100 * ms
+	}
+}
+
+// TestSkewWatchFindsAStep steps this node's clock 2 s ahead after its
+// peers' deltas have come promptly for a while: the correction follows once
+// the samples from before the step leave the horizon (which the step itself
+// brings closer: the horizon runs on this node's clock).
+func TestSkewWatchFindsAStep(t *testing.T) {
+	s, ms := int64(time.Second), int64(time.Millisecond)
+	w := newSkewWatch([]window.Rule{{Name: "r", Count: 1, Window: time.Second, Type: window.Fixed, SyncInterval: 100 * time.Millisecond}})
+	truth := 1_000 * s // the peers' clocks, and this node's until the step
+	for range 50 {
+		for _, peer := range []string{"a", "b"} {
+			w.observe(peer, truth-ms, truth)
+		}
+		truth += 100 * ms
+	}
+	stepAt := truth
+	found := int64(0)
+	for truth < stepAt+2*int64(offsetHorizon) && found == 0 {
+		for _, peer := range []string{"a", "b"} {
+			if r := w.observe(peer, truth-ms, truth+2*s); r.fix != 0 && found == 0 {
+				found = truth
+				if r.fix > -2*s+10*ms || r.fix < -2*s-10*ms {
+					t.Errorf("correction %v, want about −2 s", time.Duration(r.fix))
+				}
+			}
+		}
+		truth += 100 * ms
+	}
+	switch {
+	case found == 0:
+		t.Fatalf("no correction within %v of the step", 2*offsetHorizon)
+	case found-stepAt > int64(offsetHorizon+offsetBucket):
+		t.Errorf("corrected %v after the step, want within the horizon, %v", time.Duration(found-stepAt), offsetHorizon)
+	}
+}
+
 func TestSkewWatch(t *testing.T) {
 	s := int64(time.Second)
 	ms := int64(time.Millisecond)
