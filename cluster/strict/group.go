@@ -183,7 +183,12 @@ func (g *strictGroup) raftConfig() *raft.Config {
 	// Fail over within a couple of seconds on a LAN.
 	rc.HeartbeatTimeout = electionTimeout
 	rc.ElectionTimeout = electionTimeout
-	rc.LeaderLeaseTimeout = 250 * time.Millisecond
+	// A leader that hears from no quorum for its lease steps down, and its
+	// checks in flight end with their outcome unknown. The lease is as
+	// long as Raft allows, the heartbeat timeout: a leader starved of CPU
+	// for a quarter of a second (a loaded machine, a long GC pause) is not
+	// cut off, and one that truly is can commit nothing meanwhile anyway.
+	rc.LeaderLeaseTimeout = electionTimeout
 	rc.CommitTimeout = 5 * time.Millisecond
 	rc.MaxAppendEntries = 256
 	rc.BatchApplyCh = true
