@@ -137,7 +137,7 @@ func startStrictCluster(t testing.TB, n int, rules []window.Rule, now func() int
 		}
 		cfg := cluster.Config{
 			Name: fmt.Sprintf("node-%d", i), Rules: rules, GRPCAddr: "127.0.0.1:0", BindAddr: "127.0.0.1:0", Join: join,
-			JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second, Logger: testLogger(t).With("node", fmt.Sprintf("node-%d", i)), Now: clockOf(now),
+			JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second, Logger: testLogger(t), Now: clockOf(now),
 			StrictBootstrapWait: freshBootstrapWait,
 		}
 		if tweak != nil {
