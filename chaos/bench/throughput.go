@@ -11,17 +11,18 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/cluster/strict"
-	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -38,6 +39,12 @@ const (
 	// TransportGRPC calls the Limiter.Check RPC on the nodes' gRPC
 	// addresses: the decision path plus a client's round trip over loopback.
 	TransportGRPC = "grpc"
+	// TransportGRPCBatch calls Limiter.CheckBatch with Batch checks a call.
+	TransportGRPCBatch = "grpc-batch"
+	// TransportGRPCNoop calls a method with Check's request and response
+	// on the same nodes' servers, whose handler decides nothing: what gRPC
+	// itself costs here, the reference every gRPC figure is a fraction of.
+	TransportGRPCNoop = "grpc-noop"
 )
 
 // throughputRule is the name of the one rule a throughput run checks.
@@ -47,6 +54,7 @@ const throughputRule = "bench"
 const (
 	maxConcurrency = 1 << 16
 	maxKeys        = 10_000_000
+	maxZipf        = 10
 	// readyTimeout bounds how long a strict run waits for every node to
 	// reach the strict leader before it starts.
 	readyTimeout = 20 * time.Second
@@ -60,14 +68,28 @@ type ThroughputConfig struct {
 	// without gossip (and, in strict mode, with a single-voter Raft group
 	// on an in-memory transport).
 	Nodes int
-	// Transport is TransportEmbedded or TransportGRPC. Over gRPC each node
-	// has one client connection, which its workers share.
+	// Transport is TransportEmbedded, TransportGRPC, TransportGRPCBatch or
+	// TransportGRPCNoop. Over gRPC each node has one client connection,
+	// which its workers share.
 	Transport string
+	// Batch is how many checks a TransportGRPCBatch call carries, 1 …
+	// cluster.MaxBatchChecks; ignored by the other transports.
+	Batch int
+	// Zipf, when above 1, draws keys from a Zipf distribution of that
+	// exponent (key 0 the hottest) instead of uniformly.
+	Zipf float64
+	// Hits is what each check spends, ≥ 1.
+	Hits int64
+	// LatencyEvery times one call in LatencyEvery (two clock readings and
+	// a histogram update), so that timing does not weigh on a fast path;
+	// 0 times every gRPC call and one embedded call in 64.
+	LatencyEvery int
 	// Concurrency is the number of workers, each issuing one check at a
 	// time; worker i uses node i mod Nodes.
 	Concurrency int
 	// Keys is how many distinct keys the checks spread over; each worker
-	// draws them uniformly at random from its own generator seeded by Seed.
+	// draws them at random (uniformly, or by Zipf) from its own generator
+	// seeded by Seed.
 	Keys int
 	// Duration is the measured stretch; Warmup runs the same load before
 	// it, unmeasured.
@@ -99,7 +121,7 @@ type ThroughputConfig struct {
 // embedded workers over 10,000 keys.
 func ThroughputDefaults() ThroughputConfig {
 	return ThroughputConfig{
-		Mode: ModeStrict, Nodes: 3, Transport: TransportEmbedded, Concurrency: 64, Keys: 10_000,
+		Mode: ModeStrict, Nodes: 3, Transport: TransportEmbedded, Batch: 100, Hits: 1, Concurrency: 64, Keys: 10_000,
 		Duration: 10 * time.Second, Warmup: time.Second, Limit: window.MaxCount,
 		Window: time.Second, Type: window.Sliding, Sync: 200 * time.Millisecond, Seed: 1,
 	}
@@ -123,8 +145,17 @@ func (c *ThroughputConfig) Validate() error {
 		return fmt.Errorf("mode: must be %s or %s, got %q", ModeBatched, ModeStrict, c.Mode)
 	case c.Nodes < 1 || c.Nodes > MaxNodes:
 		return fmt.Errorf("nodes: must be in [1, %d] for an in-process cluster, got %d", MaxNodes, c.Nodes)
-	case c.Transport != TransportEmbedded && c.Transport != TransportGRPC:
-		return fmt.Errorf("transport: must be %s or %s, got %q", TransportEmbedded, TransportGRPC, c.Transport)
+	case !slices.Contains([]string{TransportEmbedded, TransportGRPC, TransportGRPCBatch, TransportGRPCNoop}, c.Transport):
+		return fmt.Errorf("transport: must be %s, %s, %s or %s, got %q",
+			TransportEmbedded, TransportGRPC, TransportGRPCBatch, TransportGRPCNoop, c.Transport)
+	case c.Transport == TransportGRPCBatch && (c.Batch < 1 || c.Batch > cluster.MaxBatchChecks):
+		return fmt.Errorf("batch: must be in [1, %d], got %d", cluster.MaxBatchChecks, c.Batch)
+	case c.Zipf != 0 && !(c.Zipf > 1 && c.Zipf <= maxZipf):
+		return fmt.Errorf("zipf: must be 0 (uniform) or in (1, %g], got %g", float64(maxZipf), c.Zipf)
+	case c.Hits < 1 || c.Hits > c.Limit && c.Limit > 0:
+		return fmt.Errorf("hits: must be in [1, limit %d], got %d", c.Limit, c.Hits)
+	case c.LatencyEvery < 0:
+		return fmt.Errorf("latency-every: must be ≥ 0, got %d", c.LatencyEvery)
 	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
 		return fmt.Errorf("concurrency: must be in [1, %d], got %d", maxConcurrency, c.Concurrency)
 	case c.Keys < 1 || c.Keys > maxKeys:
@@ -159,7 +190,10 @@ type ThroughputResult struct {
 	Nodes       int     `json:"nodes"`
 	Transport   string  `json:"transport"`
 	Concurrency int     `json:"concurrency"`
+	Batch       int     `json:"batch,omitempty"` // grpc-batch only
 	Keys        int     `json:"keys"`
+	Zipf        float64 `json:"zipf,omitempty"`
+	Hits        int64   `json:"hits"`
 	Limit       int64   `json:"limit"`
 	WindowS     float64 `json:"window_s"`
 	Type        string  `json:"type"`
@@ -171,14 +205,28 @@ type ThroughputResult struct {
 	DurationS  float64 `json:"duration_s"`
 	GOMAXPROCS int     `json:"gomaxprocs"`
 
-	// Decisions are the calls that started in the measured stretch and
-	// returned a decision; Admitted of them were allowed. Errors are the
-	// calls that returned an error instead; FirstError is the first one.
-	Decisions     int64   `json:"decisions"`
-	Admitted      int64   `json:"admitted"`
-	Errors        int64   `json:"errors"`
-	FirstError    string  `json:"first_error,omitempty"`
+	// Decisions are the checks decided by the calls that started in the
+	// measured stretch and returned no error; Admitted of them were
+	// allowed. Errors are the calls that returned an error instead;
+	// FirstError is the first one.
+	Decisions  int64  `json:"decisions"`
+	Admitted   int64  `json:"admitted"`
+	Errors     int64  `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+	// Unknown are the errors that are strict checks whose outcome is
+	// unknown (cluster.ErrOutcomeUnknown; gRPC's Aborted): the leader
+	// changed while committing them, and the log may or may not hold them.
+	Unknown       int64   `json:"unknown"`
 	DecisionsPerS float64 `json:"decisions_per_s"`
+	// Calls are the calls that started in the measured stretch: one per
+	// decision but over grpc-batch, which decides Batch a call.
+	Calls int64 `json:"calls"`
+	// CPUSPerMillion is the process's CPU time (user and system, every
+	// node, the workers and the gRPC clients included) over the measured
+	// stretch, per million decisions.
+	CPUSPerMillion float64 `json:"cpu_s_per_million"`
+	// LatencyEvery says the latencies are of one call in LatencyEvery.
+	LatencyEvery int `json:"latency_every"`
 
 	MinUS  float64 `json:"min_us"`
 	MeanUS float64 `json:"mean_us"`
@@ -200,13 +248,18 @@ type ThroughputResult struct {
 	StrictEntries  int64   `json:"strict_entries,omitempty"`
 	ChecksPerEntry float64 `json:"checks_per_entry,omitempty"`
 	Failovers      int64   `json:"failovers"`
+	// EntriesPerS are StrictEntries per second.
+	EntriesPerS float64 `json:"entries_per_s,omitempty"`
 	// SyncDeltas are the delta messages the nodes sent each other during
-	// the measured stretch (batched mode).
-	SyncDeltas int64 `json:"sync_deltas,omitempty"`
+	// the measured stretch (batched mode), and SyncBytesPerS the bytes of
+	// them a node wrote per second, on average over the nodes.
+	SyncDeltas    int64   `json:"sync_deltas,omitempty"`
+	SyncBytesPerS float64 `json:"sync_bytes_per_s,omitempty"`
 }
 
-// checkFunc decides one check on one node.
-type checkFunc func(ctx context.Context, key string) (cluster.Decision, error)
+// checkFunc decides, on one node, one check of hits for each of keys in
+// one call, into out (as long as keys).
+type checkFunc func(ctx context.Context, keys []string, hits int64, out []cluster.Decision) error
 
 // Throughput starts an in-process cluster, drives it with Concurrency
 // workers each issuing one check at a time for Warmup plus Duration, and
@@ -271,8 +324,11 @@ func startThroughputCluster(ctx context.Context, c *ThroughputConfig, dataDir st
 			Logger: logger, Now: cl.clock.Time, StrictTimeout: c.StrictTimeout,
 			StrictBootstrapWait: freshBootstrapWait, Strict: strict.Mode{},
 		}
-		if c.Nodes > 1 || c.Transport == TransportGRPC {
+		if c.Nodes > 1 || c.Transport != TransportEmbedded {
 			cfg.GRPCAddr = "127.0.0.1:0"
+		}
+		if c.Transport == TransportGRPCNoop {
+			cfg.GRPCServices = []func(grpc.ServiceRegistrar, *cluster.Node){registerNoop}
 		}
 		if c.Nodes > 1 {
 			cfg.BindAddr = "127.0.0.1:0"
@@ -336,16 +392,27 @@ const probeEvery = 10 * time.Millisecond
 // tputWorker is one load generator's tally, merged after the run.
 type tputWorker struct {
 	hist      latencyHist
+	calls     int64
 	decisions int64
 	admitted  int64
 	errors    int64
+	unknown   int64
 	firstErr  error
 	paths     [window.PathFailLocal + 1]int64
 }
 
+// The phases of a throughput run, as its workers read them before each
+// call: a call is tallied by the phase it started in.
+const (
+	phaseWarmup int32 = iota
+	phaseMeasure
+	phaseDone
+)
+
 // metricsSum adds up the nodes' counters that a run reports.
 type metricsSum struct {
-	entries, checks, failovers, deltas int64
+	entries, checks, failovers, deltas, bytes int64
+	cpu                                       time.Duration // the process's
 }
 
 func sumMetrics(cl *Cluster) metricsSum {
@@ -356,13 +423,15 @@ func sumMetrics(cl *Cluster) metricsSum {
 		s.checks += m.StrictChecks
 		s.failovers += m.StrictFailovers
 		s.deltas += m.DeltasSent
+		s.bytes += m.BytesSent
 	}
+	s.cpu = processCPU()
 	return s
 }
 
 // runThroughput drives cl and tallies the measured stretch.
 func runThroughput(ctx context.Context, cl *Cluster, c *ThroughputConfig) (*ThroughputResult, error) {
-	checks, closeClients, err := checkFuncs(cl, c.Transport)
+	checks, closeClients, err := checkFuncs(cl, c)
 	if err != nil {
 		return nil, err
 	}
@@ -372,26 +441,39 @@ func runThroughput(ctx context.Context, cl *Cluster, c *ThroughputConfig) (*Thro
 	for i := range keys {
 		keys[i] = "k:" + strconv.Itoa(i)
 	}
+	every := c.latencyEvery()
 	workers := make([]*tputWorker, c.Concurrency)
+	var phase atomic.Int32
 	start := time.Now().Add(c.Warmup)
-	end := start.Add(c.Duration)
+	before, after := sumMetrics(cl), metricsSum{}
+	if c.Warmup == 0 {
+		// Without a warm-up every call is measured, the first included.
+		phase.Store(phaseMeasure)
+	}
 	var wg sync.WaitGroup
 	for i := range workers {
 		w := &tputWorker{}
 		workers[i] = w
 		check := checks[i%len(checks)]
-		rng := rand.New(rand.NewPCG(c.Seed, uint64(i)))
-		wg.Go(func() { w.run(ctx, check, keys, rng, start, end) })
+		pick := keyPicker(keys, c.Zipf, rand.New(rand.NewPCG(c.Seed, uint64(i))))
+		wg.Go(func() { w.run(ctx, check, pick, c.batch(), c.Hits, every, &phase) })
 	}
 
 	// Read the nodes' counters at the edges of the measured stretch.
-	before, after := sumMetrics(cl), metricsSum{}
-	stopped := !waitUntil(ctx, start)
+	stopped := false
+	if c.Warmup > 0 {
+		stopped = !waitUntil(ctx, start)
+		if !stopped {
+			before = sumMetrics(cl)
+			phase.Store(phaseMeasure)
+			start = time.Now()
+		}
+	}
 	if !stopped {
-		before = sumMetrics(cl)
-		stopped = !waitUntil(ctx, end)
+		stopped = !waitUntil(ctx, start.Add(c.Duration))
 		after = sumMetrics(cl)
 	}
+	phase.Store(phaseDone)
 	measured := c.Duration
 	if stopped {
 		measured = max(0, min(time.Since(start), c.Duration))
@@ -403,8 +485,12 @@ func runThroughput(ctx context.Context, cl *Cluster, c *ThroughputConfig) (*Thro
 
 	res := &ThroughputResult{
 		Mode: c.Mode, Nodes: c.Nodes, Transport: c.Transport, Concurrency: c.Concurrency, Keys: c.Keys,
+		Zipf: c.Zipf, Hits: c.Hits, LatencyEvery: every,
 		Limit: c.Limit, WindowS: c.Window.Seconds(), Type: c.Type.String(), Durable: c.DataDir != "",
 		WarmupS: c.Warmup.Seconds(), DurationS: measured.Seconds(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+	}
+	if c.Transport == TransportGRPCBatch {
+		res.Batch = c.Batch
 	}
 	if c.Mode == ModeBatched {
 		res.SyncS = c.Sync.Seconds()
@@ -413,9 +499,11 @@ func runThroughput(ctx context.Context, cl *Cluster, c *ThroughputConfig) (*Thro
 	var paths [window.PathFailLocal + 1]int64
 	for _, w := range workers {
 		hist.merge(&w.hist)
+		res.Calls += w.calls
 		res.Decisions += w.decisions
 		res.Admitted += w.admitted
 		res.Errors += w.errors
+		res.Unknown += w.unknown
 		if w.firstErr != nil && res.FirstError == "" {
 			res.FirstError = w.firstErr.Error()
 		}
@@ -431,7 +519,8 @@ func runThroughput(ctx context.Context, cl *Cluster, c *ThroughputConfig) (*Thro
 			}
 		}
 	}
-	res.DecisionsPerS = float64(res.Decisions) / measured.Seconds()
+	secs := measured.Seconds()
+	res.DecisionsPerS = float64(res.Decisions) / secs
 	if hist.count > 0 {
 		us := func(ns int64) float64 { return float64(ns) / 1e3 }
 		res.MinUS, res.MaxUS = us(hist.min), us(hist.max)
@@ -439,16 +528,57 @@ func runThroughput(ctx context.Context, cl *Cluster, c *ThroughputConfig) (*Thro
 		res.P50US, res.P90US = us(hist.quantile(0.50)), us(hist.quantile(0.90))
 		res.P99US, res.P999US = us(hist.quantile(0.99)), us(hist.quantile(0.999))
 	}
+	if !stopped && res.Decisions > 0 && after.cpu > 0 {
+		res.CPUSPerMillion = (after.cpu - before.cpu).Seconds() / float64(res.Decisions) * 1e6
+	}
 	res.StrictEntries = after.entries - before.entries
 	if res.StrictEntries > 0 {
 		res.ChecksPerEntry = float64(after.checks-before.checks) / float64(res.StrictEntries)
+		res.EntriesPerS = float64(res.StrictEntries) / secs
 	}
 	res.Failovers = after.failovers - before.failovers
 	res.SyncDeltas = after.deltas - before.deltas
+	if c.Nodes > 1 && !stopped {
+		res.SyncBytesPerS = float64(after.bytes-before.bytes) / secs / float64(c.Nodes)
+	}
 	if stopped {
 		return res, context.Cause(ctx)
 	}
 	return res, nil
+}
+
+// latencyEvery is LatencyEvery, or its default for the transport.
+func (c *ThroughputConfig) latencyEvery() int {
+	switch {
+	case c.LatencyEvery > 0:
+		return c.LatencyEvery
+	case c.Transport == TransportEmbedded:
+		return defaultEmbeddedLatencyEvery
+	}
+	return 1
+}
+
+// defaultEmbeddedLatencyEvery is how seldom an embedded call is timed by
+// default: the clock readings and the histogram update would otherwise
+// cost a large part of a call that takes a hundred nanoseconds.
+const defaultEmbeddedLatencyEvery = 64
+
+// batch is how many checks a call carries.
+func (c *ThroughputConfig) batch() int {
+	if c.Transport == TransportGRPCBatch {
+		return c.Batch
+	}
+	return 1
+}
+
+// keyPicker draws keys uniformly, or by Zipf's law of exponent s > 1.
+func keyPicker(keys []string, s float64, rng *rand.Rand) func() string {
+	if s > 1 {
+		z := rand.NewZipf(rng, s, 1, uint64(len(keys)-1))
+		return func() string { return keys[z.Uint64()] }
+	}
+	n := len(keys)
+	return func() string { return keys[rng.IntN(n)] }
 }
 
 // waitUntil blocks until t or until ctx ends, and reports whether t came.
@@ -463,78 +593,65 @@ func waitUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// run issues checks back to back until end or until ctx ends, tallying the
-// calls that start in [start, end).
-func (w *tputWorker) run(ctx context.Context, check checkFunc, keys []string, rng *rand.Rand, start, end time.Time) {
-	for ctx.Err() == nil {
-		key := keys[rng.IntN(len(keys))]
-		t0 := time.Now()
-		if !t0.Before(end) {
+// run issues calls back to back until the phase is done, each of batch
+// checks of hits, and tallies those that start in the measured phase,
+// timing one in every.
+func (w *tputWorker) run(ctx context.Context, check checkFunc, pick func() string, batch int, hits int64, every int, phase *atomic.Int32) {
+	keys := make([]string, batch)
+	out := make([]cluster.Decision, batch)
+	untilTimed := 0
+	for {
+		ph := phase.Load()
+		if ph == phaseDone {
 			return
 		}
-		d, err := check(ctx, key)
-		elapsed := time.Since(t0)
-		if t0.Before(start) {
+		for i := range keys {
+			keys[i] = pick()
+		}
+		timed := untilTimed == 0
+		if timed {
+			untilTimed = every
+		}
+		untilTimed--
+		var t0 time.Time
+		if timed {
+			t0 = time.Now()
+		}
+		err := check(ctx, keys, hits, out)
+		var elapsed time.Duration
+		if timed {
+			elapsed = time.Since(t0)
+		}
+		if ph != phaseMeasure {
 			continue // warm-up
 		}
+		w.calls++
 		if err != nil {
 			if ctx.Err() != nil {
 				return // stopped: the call was cut short, not failed
 			}
 			w.errors++
+			if errors.Is(err, cluster.ErrOutcomeUnknown) || status.Code(err) == codes.Aborted {
+				w.unknown++
+			}
 			if w.firstErr == nil {
 				w.firstErr = err
 			}
 			continue
 		}
-		w.decisions++
-		if d.Allowed {
-			w.admitted++
-		}
-		if int(d.Path) < len(w.paths) {
-			w.paths[d.Path]++
-		}
-		w.hist.record(int64(elapsed))
-	}
-}
-
-// checkFuncs returns one check function per node for transport, and a
-// function that releases what they hold.
-func checkFuncs(cl *Cluster, transport string) ([]checkFunc, func(), error) {
-	out := make([]checkFunc, len(cl.Nodes))
-	if transport == TransportEmbedded {
-		for i, nd := range cl.Nodes {
-			out[i] = func(ctx context.Context, key string) (cluster.Decision, error) {
-				return nd.Allow(ctx, throughputRule, key, 1)
+		for i := range out {
+			w.decisions++
+			if out[i].Allowed {
+				w.admitted++
+			}
+			if p := out[i].Path; int(p) < len(w.paths) {
+				w.paths[p]++
 			}
 		}
-		return out, func() {}, nil
-	}
-	conns := make([]*grpc.ClientConn, 0, len(cl.Nodes))
-	closeAll := func() {
-		for _, cc := range conns {
-			cc.Close()
+		if timed {
+			w.hist.record(int64(elapsed))
 		}
 	}
-	for i, nd := range cl.Nodes {
-		cc, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("grpc client for %s: %w", nd.Name(), err)
-		}
-		conns = append(conns, cc)
-		client := sluicev1.NewLimiterClient(cc)
-		out[i] = func(ctx context.Context, key string) (cluster.Decision, error) {
-			resp, err := client.Check(ctx, &sluicev1.CheckRequest{Rule: throughputRule, Key: key, Hits: 1})
-			if err != nil {
-				return cluster.Decision{}, err
-			}
-			return cluster.Decision{Allowed: resp.GetAllowed(), Limit: resp.GetLimit(), Remaining: resp.GetRemaining(),
-				ResetAfter: resp.GetResetAfter().AsDuration(), RetryAfter: resp.GetRetryAfter().AsDuration(),
-				Path: pathUnknown}, nil
-		}
-	}
-	return out, closeAll, nil
 }
 
 // logGate passes records to next until closed is set, then drops them.

@@ -94,6 +94,13 @@ func TestThroughputConfigErrors(t *testing.T) {
 		{func(c *ThroughputConfig) { c.Limit = 0 }, "limit: "},
 		{func(c *ThroughputConfig) { c.Window = 0 }, "window: "},
 		{func(c *ThroughputConfig) { c.Mode, c.Sync = ModeBatched, 2*time.Second }, "sync: "},
+		{func(c *ThroughputConfig) { c.Transport, c.Batch = TransportGRPCBatch, 0 }, "batch: "},
+		{func(c *ThroughputConfig) { c.Transport, c.Batch = TransportGRPCBatch, 1001 }, "batch: "},
+		{func(c *ThroughputConfig) { c.Zipf = 0.5 }, "zipf: "},
+		{func(c *ThroughputConfig) { c.Zipf = 11 }, "zipf: "},
+		{func(c *ThroughputConfig) { c.Hits = 0 }, "hits: "},
+		{func(c *ThroughputConfig) { c.Limit, c.Hits = 5, 6 }, "hits: "},
+		{func(c *ThroughputConfig) { c.LatencyEvery = -1 }, "latency-every: "},
 	}
 	for _, tt := range tests {
 		c := ThroughputDefaults()
@@ -133,11 +140,25 @@ func checkResult(t *testing.T, c ThroughputConfig, res *ThroughputResult) {
 	if res.DecisionsPerS <= 0 || res.Decisions <= 0 {
 		t.Errorf("%d decisions, %v/s; want some", res.Decisions, res.DecisionsPerS)
 	}
-	if res.Errors != 0 {
-		t.Errorf("%d errors, first %q; want none", res.Errors, res.FirstError)
+	// A strict leader starved of CPU past its lease (a loaded machine)
+	// steps down, and the checks it was committing end with their outcome
+	// unknown: honest answers, not failures, as long as they are those of
+	// a leadership change or two. Any other error is a failure.
+	if res.Errors != res.Unknown || res.Unknown > 2*int64(c.Concurrency) {
+		t.Errorf("%d errors (%d of unknown outcome), first %q; want none but the unknown outcomes of a leadership change or two",
+			res.Errors, res.Unknown, res.FirstError)
 	}
-	if res.Admitted != res.Decisions {
+	switch {
+	case c.Transport == TransportGRPCNoop && res.Admitted != 0:
+		t.Errorf("the no-op reference admitted %d of %d: it decides nothing", res.Admitted, res.Decisions)
+	case c.Transport != TransportGRPCNoop && res.Admitted != res.Decisions:
 		t.Errorf("admitted %d of %d under a limit nothing reaches", res.Admitted, res.Decisions)
+	}
+	if want := res.Calls * int64(max(res.Batch, 1)); res.Decisions != want {
+		t.Errorf("%d decisions in %d calls of %d checks, want %d", res.Decisions, res.Calls, max(res.Batch, 1), want)
+	}
+	if res.CPUSPerMillion <= 0 {
+		t.Errorf("cpu_s_per_million %v, want the process's CPU time per million decisions", res.CPUSPerMillion)
 	}
 	if !(0 < res.MinUS && res.MinUS <= res.P50US && res.P50US <= res.P90US && res.P90US <= res.P99US &&
 		res.P99US <= res.P999US && res.P999US <= res.MaxUS) {
@@ -197,6 +218,75 @@ func TestThroughputGRPC(t *testing.T) {
 	checkResult(t, c, res)
 	if res.ByPath != nil {
 		t.Errorf("by path %v over gRPC, which does not carry the path", res.ByPath)
+	}
+}
+
+// The no-op reference and CheckBatch run on the same servers as Check: a
+// batch call decides each of its checks, the reference decides none.
+func TestThroughputGRPCReferenceAndBatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node for 2 s per transport")
+	}
+	for _, tr := range []string{TransportGRPCNoop, TransportGRPCBatch} {
+		t.Run(tr, func(t *testing.T) {
+			c := shortRun(ModeBatched, 1)
+			c.Transport, c.Batch = tr, 10
+			res, err := Throughput(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkResult(t, c, res)
+			if tr == TransportGRPCBatch && res.Batch != 10 || tr != TransportGRPCBatch && res.Batch != 0 {
+				t.Errorf("result says %d checks a call, want %d", res.Batch, c.Batch)
+			}
+		})
+	}
+}
+
+// Each check spends Hits: with a count of 30 and 3 hits a check on one key,
+// exactly 10 checks are admitted in the run's one window.
+func TestThroughputHits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node for 1 s")
+	}
+	c := shortRun(ModeBatched, 1)
+	c.Keys, c.Hits, c.Limit, c.Window, c.Type = 1, 3, 30, time.Hour, window.Fixed
+	c.Duration, c.Warmup = time.Second, 0
+	res, err := Throughput(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Admitted != 10 || res.Decisions <= 10 || res.Hits != 3 {
+		t.Errorf("admitted %d of %d checks of %d hits under a count of 30, want 10", res.Admitted, res.Decisions, res.Hits)
+	}
+}
+
+// A Zipf picker draws the first keys far more often than the last; the
+// uniform one draws them alike.
+func TestKeyPicker(t *testing.T) {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprint(i)
+	}
+	for _, tc := range []struct {
+		s        float64
+		hot, low int // bounds on draws of key 0, and of the 500 last together
+	}{{1.5, 3000, 0}, {0, 0, 4000}} {
+		pick := keyPicker(keys, tc.s, rand.New(rand.NewPCG(1, 2)))
+		n := map[string]int{}
+		for range 10_000 {
+			n[pick()]++
+		}
+		last := 0
+		for _, k := range keys[500:] {
+			last += n[k]
+		}
+		switch {
+		case tc.s > 1 && (n["0"] < tc.hot || last > n["0"]/10):
+			t.Errorf("zipf %g: key 0 drawn %d times, the last 500 keys %d; want key 0 hot", tc.s, n["0"], last)
+		case tc.s == 0 && (n["0"] > 50 || last < tc.low):
+			t.Errorf("uniform: key 0 drawn %d times, the last 500 keys %d; want about 10 and 5,000", n["0"], last)
+		}
 	}
 }
 

@@ -33,7 +33,11 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	mode := fs.String("mode", d.Mode, "batched (decide from the node's view, sync every --sync) or strict (every check through the Raft log)")
 	nodes := fs.Int("nodes", d.Nodes, "in-process cluster size; 1 runs one node without gossip")
-	transport := fs.String("transport", d.Transport, "embedded (call Node.Allow) or grpc (call Limiter.Check; one client connection per node)")
+	transport := fs.String("transport", d.Transport, "embedded (call Node.Allow), grpc (call Limiter.Check; one client connection per node), grpc-batch (Limiter.CheckBatch of --batch checks) or grpc-noop (a method of Check's shape on the same servers that decides nothing: what gRPC alone costs)")
+	batch := fs.Int("batch", d.Batch, "checks per CheckBatch call (--transport grpc-batch)")
+	zipf := fs.Float64("zipf", 0, "draw keys by Zipf's law of this exponent (> 1; key 0 the hottest) instead of uniformly")
+	hits := fs.Int64("hits", d.Hits, "hits each check spends")
+	latencyEvery := fs.Int("latency-every", 0, "time one call in `N` (0: every gRPC call, one embedded call in 64)")
 	concurrency := fs.Int("concurrency", d.Concurrency, "workers, spread round-robin over the nodes")
 	keys := fs.Int("keys", d.Keys, "distinct keys, drawn uniformly at random by each worker")
 	duration := fs.Duration("duration", d.Duration, "measured stretch")
@@ -46,14 +50,19 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 	seed := fs.Uint64("seed", d.Seed, "seed for the workers' key choices")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (warmup included) to this `FILE`, for go tool pprof")
+	memProfile := fs.String("memprofile", "", "write a heap profile (allocations over the whole run) to this `FILE` when the run ends, for go tool pprof")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if *mode == bench.ModeStrict && setFlags(fs)["sync"] {
 		return usageError{errors.New("--sync: applies to --mode batched only; a strict rule decides through the Raft log")}
 	}
+	if *transport != bench.TransportGRPCBatch && setFlags(fs)["batch"] {
+		return usageError{errors.New("--batch: applies to --transport grpc-batch only")}
+	}
 	c := bench.ThroughputConfig{
-		Mode: *mode, Nodes: *nodes, Transport: *transport, Concurrency: *concurrency, Keys: *keys,
+		Mode: *mode, Nodes: *nodes, Transport: *transport, Batch: *batch, Zipf: *zipf, Hits: *hits,
+		LatencyEvery: *latencyEvery, Concurrency: *concurrency, Keys: *keys,
 		Duration: *duration, Warmup: *warmup, Limit: *limit, Window: *win, Sync: *syncEvery,
 		DataDir: *dataDir, Seed: *seed,
 		NodeLogger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})),
@@ -71,6 +80,13 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 			return err
 		}
 		defer stop()
+	}
+	if *memProfile != "" {
+		write, err := startMemProfile(*memProfile)
+		if err != nil {
+			return err
+		}
+		defer write()
 	}
 	res, err := bench.Throughput(ctx, c)
 	if res == nil {
@@ -92,6 +108,15 @@ func writeThroughput(w io.Writer, r *bench.ThroughputResult, asJSON bool) error 
 	fmt.Fprintf(&b, "sluice bench throughput: %s, %d node%s, %s, %d worker%s, %s keys, %s window",
 		r.Mode, r.Nodes, tputPlural(r.Nodes), r.Transport, r.Concurrency, tputPlural(r.Concurrency),
 		tputThousands(int64(r.Keys)), r.Type)
+	if r.Batch > 0 {
+		fmt.Fprintf(&b, ", %d checks a call", r.Batch)
+	}
+	if r.Zipf > 0 {
+		fmt.Fprintf(&b, ", zipf %g", r.Zipf)
+	}
+	if r.Hits != 1 {
+		fmt.Fprintf(&b, ", %d hits a check", r.Hits)
+	}
 	if r.Mode == bench.ModeBatched {
 		fmt.Fprintf(&b, ", sync %gs", r.SyncS)
 	}
@@ -99,13 +124,24 @@ func writeThroughput(w io.Writer, r *bench.ThroughputResult, asJSON bool) error 
 		b.WriteString(", on disk")
 	}
 	fmt.Fprintf(&b, "\n  measured     %gs after %gs warm-up, GOMAXPROCS %d\n", r.DurationS, r.WarmupS, r.GOMAXPROCS)
-	fmt.Fprintf(&b, "  decisions    %s (%s/s), admitted %s, errors %s\n",
+	fmt.Fprintf(&b, "  decisions    %s (%s/s), admitted %s, errors %s",
 		tputThousands(r.Decisions), tputThousands(int64(r.DecisionsPerS+0.5)), tputThousands(r.Admitted), tputThousands(r.Errors))
+	if r.Unknown > 0 {
+		fmt.Fprintf(&b, " (%s of unknown outcome)", tputThousands(r.Unknown))
+	}
+	b.WriteString("\n")
 	if r.FirstError != "" {
 		fmt.Fprintf(&b, "  first error  %s\n", r.FirstError)
 	}
-	fmt.Fprintf(&b, "  latency µs   p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (mean %s, min %s)\n",
+	fmt.Fprintf(&b, "  latency µs   p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (mean %s, min %s)",
 		tputMicros(r.P50US), tputMicros(r.P90US), tputMicros(r.P99US), tputMicros(r.P999US), tputMicros(r.MaxUS), tputMicros(r.MeanUS), tputMicros(r.MinUS))
+	if r.LatencyEvery > 1 {
+		fmt.Fprintf(&b, ", one call in %d timed", r.LatencyEvery)
+	}
+	b.WriteString("\n")
+	if r.CPUSPerMillion > 0 {
+		fmt.Fprintf(&b, "  cpu          %.3f s per million decisions (the whole process)\n", r.CPUSPerMillion)
+	}
 	if len(r.ByPath) > 0 {
 		var parts []string
 		for _, p := range slices.Sorted(maps.Keys(r.ByPath)) {
@@ -114,10 +150,10 @@ func writeThroughput(w io.Writer, r *bench.ThroughputResult, asJSON bool) error 
 		fmt.Fprintf(&b, "  paths        %s\n", strings.Join(parts, ", "))
 	}
 	if r.Mode == bench.ModeStrict {
-		fmt.Fprintf(&b, "  raft         %s entries, %.1f checks per entry, %s failovers\n",
-			tputThousands(r.StrictEntries), r.ChecksPerEntry, tputThousands(r.Failovers))
+		fmt.Fprintf(&b, "  raft         %s entries (%s/s), %.1f checks per entry, %s failovers\n",
+			tputThousands(r.StrictEntries), tputThousands(int64(r.EntriesPerS+0.5)), r.ChecksPerEntry, tputThousands(r.Failovers))
 	} else {
-		fmt.Fprintf(&b, "  sync         %s deltas sent\n", tputThousands(r.SyncDeltas))
+		fmt.Fprintf(&b, "  sync         %s deltas sent, %s bytes/s per node\n", tputThousands(r.SyncDeltas), tputThousands(int64(r.SyncBytesPerS+0.5)))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -14,7 +14,7 @@ func TestBenchThroughputUsageErrors(t *testing.T) {
 		{"bad flag", []string{"--nope"}, "sluice bench: unknown flag --nope\n"},
 		{"stray argument", []string{"x"}, "sluice bench: unexpected argument \"x\"\n"},
 		{"bad mode", []string{"--mode", "exact"}, "sluice bench: --mode: must be batched or strict, got \"exact\"\n"},
-		{"bad transport", []string{"--transport", "http"}, "sluice bench: --transport: must be embedded or grpc, got \"http\"\n"},
+		{"bad transport", []string{"--transport", "http"}, "sluice bench: --transport: must be embedded, grpc, grpc-batch or grpc-noop, got \"http\"\n"},
 		{"no nodes", []string{"--nodes", "0"}, "sluice bench: --nodes: must be in [1, 64] for an in-process cluster, got 0\n"},
 		{"too many nodes", []string{"--nodes", "65"}, "sluice bench: --nodes: must be in [1, 64]"},
 		{"no workers", []string{"--concurrency", "0"}, "sluice bench: --concurrency: must be in [1, 65536], got 0\n"},
@@ -28,6 +28,11 @@ func TestBenchThroughputUsageErrors(t *testing.T) {
 		{"sync past window", []string{"--mode", "batched", "--sync", "1s"}, "sluice bench: --sync: must be -1 (strict) or ≥ 10ms"},
 		{"sync in strict mode", []string{"--mode", "strict", "--sync", "100ms"}, "sluice bench: --sync: applies to --mode batched only"},
 		{"not a duration", []string{"--duration", "10"}, "sluice bench: invalid value \"10\" for --duration"},
+		{"batch without grpc-batch", []string{"--batch", "10"}, "sluice bench: --batch: applies to --transport grpc-batch only"},
+		{"batch too big", []string{"--transport", "grpc-batch", "--batch", "1001"}, "sluice bench: --batch: must be in [1, 1000], got 1001\n"},
+		{"zipf too flat", []string{"--zipf", "0.9"}, "sluice bench: --zipf: must be 0 (uniform) or in (1, 10]"},
+		{"no hits", []string{"--hits", "0"}, "sluice bench: --hits: "},
+		{"negative latency-every", []string{"--latency-every", "-1"}, "sluice bench: --latency-every: "},
 	}
 	checkUsageErrors(t, []string{"bench", "throughput"}, tests)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 )
 
@@ -20,5 +21,21 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+	}, nil
+}
+
+// startMemProfile returns a function that writes a heap profile of this
+// process to path: the allocations since it started and the heap live then.
+func startMemProfile(path string) (write func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--memprofile: %w", err)
+	}
+	return func() {
+		defer f.Close()
+		runtime.GC()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			fmt.Fprintf(os.Stderr, "--memprofile %s: %v\n", path, err)
+		}
 	}, nil
 }

@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/cluster"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
+)
+
+// checkFuncs returns one check function per node for c's transport, and a
+// function that releases what they hold.
+func checkFuncs(cl *Cluster, c *ThroughputConfig) ([]checkFunc, func(), error) {
+	out := make([]checkFunc, len(cl.Nodes))
+	if c.Transport == TransportEmbedded {
+		for i, nd := range cl.Nodes {
+			out[i] = func(ctx context.Context, keys []string, hits int64, ds []cluster.Decision) error {
+				for j, key := range keys {
+					d, err := nd.Allow(ctx, throughputRule, key, hits)
+					if err != nil {
+						return err
+					}
+					ds[j] = d
+				}
+				return nil
+			}
+		}
+		return out, func() {}, nil
+	}
+	conns := make([]*grpc.ClientConn, 0, len(cl.Nodes))
+	closeAll := func() {
+		for _, cc := range conns {
+			cc.Close()
+		}
+	}
+	for i, nd := range cl.Nodes {
+		cc, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("grpc client for %s: %w", nd.Name(), err)
+		}
+		conns = append(conns, cc)
+		switch c.Transport {
+		case TransportGRPC:
+			out[i] = grpcCheck(sluicev1.NewLimiterClient(cc))
+		case TransportGRPCBatch:
+			out[i] = grpcBatchCheck(sluicev1.NewLimiterClient(cc))
+		case TransportGRPCNoop:
+			out[i] = noopCheck(cc)
+		}
+	}
+	return out, closeAll, nil
+}
+
+// grpcCheck calls Limiter.Check for one key.
+func grpcCheck(client sluicev1.LimiterClient) checkFunc {
+	return func(ctx context.Context, keys []string, hits int64, ds []cluster.Decision) error {
+		resp, err := client.Check(ctx, &sluicev1.CheckRequest{Rule: throughputRule, Key: keys[0], Hits: hits})
+		if err != nil {
+			return err
+		}
+		ds[0] = decisionOf(resp)
+		return nil
+	}
+}
+
+// grpcBatchCheck calls Limiter.CheckBatch for every key at once.
+func grpcBatchCheck(client sluicev1.LimiterClient) checkFunc {
+	return func(ctx context.Context, keys []string, hits int64, ds []cluster.Decision) error {
+		req := &sluicev1.CheckBatchRequest{Checks: make([]*sluicev1.CheckRequest, len(keys))}
+		for i, key := range keys {
+			req.Checks[i] = &sluicev1.CheckRequest{Rule: throughputRule, Key: key, Hits: hits}
+		}
+		resp, err := client.CheckBatch(ctx, req)
+		if err != nil {
+			return err
+		}
+		if len(resp.GetResults()) != len(keys) {
+			return fmt.Errorf("CheckBatch of %d checks answered %d results", len(keys), len(resp.GetResults()))
+		}
+		for i, r := range resp.GetResults() {
+			ds[i] = decisionOf(r)
+		}
+		return nil
+	}
+}
+
+// decisionOf is the decision a Check answer carries; it does not say which
+// path made it.
+func decisionOf(r *sluicev1.CheckResponse) cluster.Decision {
+	return cluster.Decision{Allowed: r.GetAllowed(), Limit: r.GetLimit(), Remaining: r.GetRemaining(),
+		ResetAfter: r.GetResetAfter().AsDuration(), RetryAfter: r.GetRetryAfter().AsDuration(), Path: pathUnknown}
+}
+
+// noopMethod is the no-op reference's one method: Check's request and
+// response, on a service of its own beside the node's Limiter.
+const noopMethod = "/sluice.bench.Noop/Check"
+
+// noopDesc describes the no-op reference service, which the bench
+// registers on each node's own gRPC server (cluster.Config.GRPCServices):
+// the same listener, options and codec as Limiter.Check, and a handler that
+// reads the request and answers an empty decision.
+var noopDesc = grpc.ServiceDesc{
+	ServiceName: "sluice.bench.Noop",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Check",
+		Handler: func(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+			in := new(sluicev1.CheckRequest)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			noop := func(context.Context, any) (any, error) { return &sluicev1.CheckResponse{}, nil }
+			if interceptor == nil {
+				return noop(ctx, in)
+			}
+			return interceptor(ctx, in, &grpc.UnaryServerInfo{FullMethod: noopMethod}, noop)
+		},
+	}},
+}
+
+// registerNoop registers the no-op reference on a node's server.
+func registerNoop(s grpc.ServiceRegistrar, _ *cluster.Node) { s.RegisterService(&noopDesc, struct{}{}) }
+
+// noopCheck calls the no-op reference for one key.
+func noopCheck(cc *grpc.ClientConn) checkFunc {
+	return func(ctx context.Context, keys []string, hits int64, ds []cluster.Decision) error {
+		resp := new(sluicev1.CheckResponse)
+		if err := cc.Invoke(ctx, noopMethod, &sluicev1.CheckRequest{Rule: throughputRule, Key: keys[0], Hits: hits}, resp); err != nil {
+			return err
+		}
+		ds[0] = decisionOf(resp)
+		return nil
+	}
+}
