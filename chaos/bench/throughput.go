@@ -321,7 +321,9 @@ func startThroughputCluster(ctx context.Context, c *ThroughputConfig, dataDir st
 		cfg := cluster.Config{
 			Name: "n" + strconv.Itoa(i), Rules: rules,
 			JoinTimeout: 5 * time.Second, ShutdownTimeout: time.Second,
-			Logger: logger, Now: cl.clock.Time, StrictTimeout: c.StrictTimeout,
+			// The nodes' own clock: a throughput run steps no time, and
+			// a clock read is part of every decision.
+			Logger: logger, StrictTimeout: c.StrictTimeout,
 			StrictBootstrapWait: freshBootstrapWait, Strict: strict.Mode{},
 		}
 		if c.Nodes > 1 || c.Transport != TransportEmbedded {
@@ -455,8 +457,12 @@ func runThroughput(ctx context.Context, cl *Cluster, c *ThroughputConfig) (*Thro
 		w := &tputWorker{}
 		workers[i] = w
 		check := checks[i%len(checks)]
-		pick := keyPicker(keys, c.Zipf, rand.New(rand.NewPCG(c.Seed, uint64(i))))
-		wg.Go(func() { w.run(ctx, check, pick, c.batch(), c.Hits, every, &phase) })
+		wg.Go(func() {
+			// Made by the worker, so that its generator's state, written at
+			// every draw, is not on a cache line beside another worker's.
+			pick := keyPicker(keys, c.Zipf, rand.New(rand.NewPCG(c.Seed, uint64(i))))
+			w.run(ctx, check, pick, c.batch(), c.Hits, every, &phase)
+		})
 	}
 
 	// Read the nodes' counters at the edges of the measured stretch.
@@ -595,8 +601,13 @@ func waitUntil(ctx context.Context, t time.Time) bool {
 
 // run issues calls back to back until the phase is done, each of batch
 // checks of hits, and tallies those that start in the measured phase,
-// timing one in every.
+// timing one in every. It counts in a tally of its own and writes it to w
+// when it returns: counters of workers side by side in memory would share
+// cache lines, and every increment would pull the line from the other
+// core.
 func (w *tputWorker) run(ctx context.Context, check checkFunc, pick func() string, batch int, hits int64, every int, phase *atomic.Int32) {
+	var t tputWorker
+	defer func() { *w = t }()
 	keys := make([]string, batch)
 	out := make([]cluster.Decision, batch)
 	untilTimed := 0
@@ -625,31 +636,31 @@ func (w *tputWorker) run(ctx context.Context, check checkFunc, pick func() strin
 		if ph != phaseMeasure {
 			continue // warm-up
 		}
-		w.calls++
+		t.calls++
 		if err != nil {
 			if ctx.Err() != nil {
 				return // stopped: the call was cut short, not failed
 			}
-			w.errors++
+			t.errors++
 			if errors.Is(err, cluster.ErrOutcomeUnknown) || status.Code(err) == codes.Aborted {
-				w.unknown++
+				t.unknown++
 			}
-			if w.firstErr == nil {
-				w.firstErr = err
+			if t.firstErr == nil {
+				t.firstErr = err
 			}
 			continue
 		}
 		for i := range out {
-			w.decisions++
+			t.decisions++
 			if out[i].Allowed {
-				w.admitted++
+				t.admitted++
 			}
-			if p := out[i].Path; int(p) < len(w.paths) {
-				w.paths[p]++
+			if p := out[i].Path; int(p) < len(t.paths) {
+				t.paths[p]++
 			}
 		}
 		if timed {
-			w.hist.record(int64(elapsed))
+			t.hist.record(int64(elapsed))
 		}
 	}
 }
