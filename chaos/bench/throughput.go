@@ -225,6 +225,10 @@ type ThroughputResult struct {
 	// node, the workers and the gRPC clients included) over the measured
 	// stretch, per million decisions.
 	CPUSPerMillion float64 `json:"cpu_s_per_million"`
+	// AllocsPerDecision are the process's heap allocations over the
+	// measured stretch, per decision: the nodes', the workers' and the
+	// gRPC clients' and servers'.
+	AllocsPerDecision float64 `json:"allocs_per_decision"`
 	// LatencyEvery says the latencies are of one call in LatencyEvery.
 	LatencyEvery int `json:"latency_every"`
 
@@ -415,6 +419,7 @@ const (
 type metricsSum struct {
 	entries, checks, failovers, deltas, bytes int64
 	cpu                                       time.Duration // the process's
+	mallocs                                   uint64        // the process's heap allocations
 }
 
 func sumMetrics(cl *Cluster) metricsSum {
@@ -428,6 +433,9 @@ func sumMetrics(cl *Cluster) metricsSum {
 		s.bytes += m.BytesSent
 	}
 	s.cpu = processCPU()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s.mallocs = ms.Mallocs
 	return s
 }
 
@@ -534,8 +542,11 @@ func runThroughput(ctx context.Context, cl *Cluster, c *ThroughputConfig) (*Thro
 		res.P50US, res.P90US = us(hist.quantile(0.50)), us(hist.quantile(0.90))
 		res.P99US, res.P999US = us(hist.quantile(0.99)), us(hist.quantile(0.999))
 	}
-	if !stopped && res.Decisions > 0 && after.cpu > 0 {
-		res.CPUSPerMillion = (after.cpu - before.cpu).Seconds() / float64(res.Decisions) * 1e6
+	if !stopped && res.Decisions > 0 {
+		if after.cpu > 0 {
+			res.CPUSPerMillion = (after.cpu - before.cpu).Seconds() / float64(res.Decisions) * 1e6
+		}
+		res.AllocsPerDecision = float64(after.mallocs-before.mallocs) / float64(res.Decisions)
 	}
 	res.StrictEntries = after.entries - before.entries
 	if res.StrictEntries > 0 {

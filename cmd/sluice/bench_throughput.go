@@ -140,7 +140,8 @@ func writeThroughput(w io.Writer, r *bench.ThroughputResult, asJSON bool) error 
 	}
 	b.WriteString("\n")
 	if r.CPUSPerMillion > 0 {
-		fmt.Fprintf(&b, "  cpu          %.3f s per million decisions (the whole process)\n", r.CPUSPerMillion)
+		fmt.Fprintf(&b, "  cpu          %.3f s per million decisions, %.2f allocations per decision (the whole process)\n",
+			r.CPUSPerMillion, r.AllocsPerDecision)
 	}
 	if len(r.ByPath) > 0 {
 		var parts []string
