@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -115,6 +116,15 @@ type ThroughputConfig struct {
 	StrictTimeout time.Duration
 	// NodeLogger receives the nodes' logs; nil discards them.
 	NodeLogger *slog.Logger
+	// Targets, when set, are the gRPC addresses (host:port) of running
+	// nodes (sluice agent) to measure instead of an in-process cluster:
+	// worker i calls Targets[i mod len], over TransportGRPC or
+	// TransportGRPCBatch, checking TargetRule, which those nodes enforce.
+	// Nodes, Mode, Limit, Window, Type, Sync, DataDir and StrictTimeout are
+	// theirs, not the run's; CPUSPerMillion and AllocsPerDecision are then
+	// the measuring process's alone, and the nodes' counters are not read.
+	Targets    []string
+	TargetRule string
 }
 
 // ThroughputDefaults returns a 10-second strict run of 3 nodes with 64
@@ -140,6 +150,9 @@ func (c *ThroughputConfig) rule() window.Rule {
 // first field out of range, as the `sluice bench throughput` flag spells it
 // (limit, window, sync for the rule's count, time_window, sync_interval).
 func (c *ThroughputConfig) Validate() error {
+	if len(c.Targets) > 0 {
+		return c.validateTargets()
+	}
 	switch {
 	case c.Mode != ModeBatched && c.Mode != ModeStrict:
 		return fmt.Errorf("mode: must be %s or %s, got %q", ModeBatched, ModeStrict, c.Mode)
@@ -182,24 +195,67 @@ func (c *ThroughputConfig) Validate() error {
 	return nil
 }
 
+// validateTargets checks a run against running nodes.
+func (c *ThroughputConfig) validateTargets() error {
+	for _, t := range c.Targets {
+		if _, _, err := net.SplitHostPort(t); err != nil {
+			return fmt.Errorf("target: %q is not host:port: %w", t, err)
+		}
+	}
+	switch {
+	case c.TargetRule == "":
+		return errors.New("rule: name the rule the targets enforce")
+	case c.Transport != TransportGRPC && c.Transport != TransportGRPCBatch:
+		return fmt.Errorf("transport: must be %s or %s against running nodes, got %q", TransportGRPC, TransportGRPCBatch, c.Transport)
+	case c.Transport == TransportGRPCBatch && (c.Batch < 1 || c.Batch > cluster.MaxBatchChecks):
+		return fmt.Errorf("batch: must be in [1, %d], got %d", cluster.MaxBatchChecks, c.Batch)
+	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
+		return fmt.Errorf("concurrency: must be in [1, %d], got %d", maxConcurrency, c.Concurrency)
+	case c.Keys < 1 || c.Keys > maxKeys:
+		return fmt.Errorf("keys: must be in [1, %d], got %d", maxKeys, c.Keys)
+	case c.Zipf != 0 && !(c.Zipf > 1 && c.Zipf <= maxZipf):
+		return fmt.Errorf("zipf: must be 0 (uniform) or in (1, %g], got %g", float64(maxZipf), c.Zipf)
+	case c.Hits < 1:
+		return fmt.Errorf("hits: must be ≥ 1, got %d", c.Hits)
+	case c.Duration <= 0:
+		return fmt.Errorf("duration: must be > 0, got %v", c.Duration)
+	case c.Warmup < 0:
+		return fmt.Errorf("warmup: must be ≥ 0, got %v", c.Warmup)
+	case c.LatencyEvery < 0:
+		return fmt.Errorf("latency-every: must be ≥ 0, got %d", c.LatencyEvery)
+	}
+	return nil
+}
+
+// ruleName is the rule the run checks.
+func (c *ThroughputConfig) ruleName() string {
+	if len(c.Targets) > 0 {
+		return c.TargetRule
+	}
+	return throughputRule
+}
+
 // ThroughputResult is what a throughput run measured. Latencies are per
 // call, from just before it to just after it returned, in microseconds, for
 // the calls that started in the measured stretch and returned no error.
 type ThroughputResult struct {
-	Mode        string  `json:"mode"`
-	Nodes       int     `json:"nodes"`
-	Transport   string  `json:"transport"`
-	Concurrency int     `json:"concurrency"`
-	Batch       int     `json:"batch,omitempty"` // grpc-batch only
-	Keys        int     `json:"keys"`
-	Zipf        float64 `json:"zipf,omitempty"`
-	Hits        int64   `json:"hits"`
-	Limit       int64   `json:"limit"`
-	WindowS     float64 `json:"window_s"`
-	Type        string  `json:"type"`
-	SyncS       float64 `json:"sync_s,omitempty"` // batched only
-	Durable     bool    `json:"durable"`          // state on disk (DataDir)
-	WarmupS     float64 `json:"warmup_s"`
+	Mode  string `json:"mode,omitempty"` // not against Targets
+	Nodes int    `json:"nodes"`
+	// Targets and Rule are the running nodes measured, and their rule.
+	Targets     []string `json:"targets,omitempty"`
+	Rule        string   `json:"rule,omitempty"`
+	Transport   string   `json:"transport"`
+	Concurrency int      `json:"concurrency"`
+	Batch       int      `json:"batch,omitempty"` // grpc-batch only
+	Keys        int      `json:"keys"`
+	Zipf        float64  `json:"zipf,omitempty"`
+	Hits        int64    `json:"hits"`
+	Limit       int64    `json:"limit"`
+	WindowS     float64  `json:"window_s"`
+	Type        string   `json:"type"`
+	SyncS       float64  `json:"sync_s,omitempty"` // batched only
+	Durable     bool     `json:"durable"`          // state on disk (DataDir)
+	WarmupS     float64  `json:"warmup_s"`
 	// DurationS is the measured stretch: the configured duration, or less
 	// when the run was stopped.
 	DurationS  float64 `json:"duration_s"`
@@ -298,9 +354,12 @@ func Throughput(ctx context.Context, c ThroughputConfig) (*ThroughputResult, err
 		gate.next = c.NodeLogger.Handler()
 		c.NodeLogger = slog.New(gate)
 	}
-	cl, err := startThroughputCluster(ctx, &c, dataDir, func() { gate.closed.Store(true) })
-	if err != nil {
-		return nil, err
+	cl := &Cluster{}
+	if len(c.Targets) == 0 {
+		var err error
+		if cl, err = startThroughputCluster(ctx, &c, dataDir, func() { gate.closed.Store(true) }); err != nil {
+			return nil, err
+		}
 	}
 	res, runErr := runThroughput(ctx, cl, &c)
 	gate.closed.Store(true)
@@ -499,6 +558,7 @@ func runThroughput(ctx context.Context, cl *Cluster, c *ThroughputConfig) (*Thro
 
 	res := &ThroughputResult{
 		Mode: c.Mode, Nodes: c.Nodes, Transport: c.Transport, Concurrency: c.Concurrency, Keys: c.Keys,
+		Targets: c.Targets, Rule: c.ruleName(),
 		Zipf: c.Zipf, Hits: c.Hits, LatencyEvery: every,
 		Limit: c.Limit, WindowS: c.Window.Seconds(), Type: c.Type.String(), Durable: c.DataDir != "",
 		WarmupS: c.Warmup.Seconds(), DurationS: measured.Seconds(), GOMAXPROCS: runtime.GOMAXPROCS(0),
@@ -506,7 +566,11 @@ func runThroughput(ctx context.Context, cl *Cluster, c *ThroughputConfig) (*Thro
 	if c.Transport == TransportGRPCBatch {
 		res.Batch = c.Batch
 	}
-	if c.Mode == ModeBatched {
+	switch {
+	case len(c.Targets) > 0:
+		// The rule and the nodes are the targets'.
+		res.Mode, res.Nodes, res.Limit, res.WindowS, res.Type, res.Durable = "", len(c.Targets), 0, 0, "", false
+	case c.Mode == ModeBatched:
 		res.SyncS = c.Sync.Seconds()
 	}
 	var hist latencyHist

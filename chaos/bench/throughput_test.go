@@ -296,6 +296,47 @@ func TestKeyPicker(t *testing.T) {
 	}
 }
 
+// A run against running nodes checks their rule over gRPC, and reports
+// them as its nodes.
+func TestThroughputTargets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 2 nodes for 1 s")
+	}
+	rules := []window.Rule{{Name: "login", Count: window.MaxCount, Window: time.Minute, Type: window.Fixed, SyncInterval: 100 * time.Millisecond}}
+	cl, err := StartCluster(context.Background(), 2, rules, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	for _, tr := range []string{TransportGRPC, TransportGRPCBatch} {
+		t.Run(tr, func(t *testing.T) {
+			c := ThroughputDefaults()
+			c.Targets, c.TargetRule = []string{cl.Nodes[0].GRPCAddr(), cl.Nodes[1].GRPCAddr()}, "login"
+			c.Transport, c.Batch, c.Concurrency, c.Duration, c.Warmup = tr, 10, 4, time.Second, 100*time.Millisecond
+			res, err := Throughput(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Decisions <= 0 || res.Errors != 0 || res.Admitted != res.Decisions || res.Nodes != 2 || res.Rule != "login" || res.Mode != "" {
+				t.Errorf("against 2 running nodes: %d decisions, %d admitted, %d errors (%s), nodes %d, rule %q, mode %q",
+					res.Decisions, res.Admitted, res.Errors, res.FirstError, res.Nodes, res.Rule, res.Mode)
+			}
+			if want := res.Calls * int64(max(res.Batch, 1)); res.Decisions != want {
+				t.Errorf("%d decisions in %d calls of %d checks", res.Decisions, res.Calls, max(res.Batch, 1))
+			}
+		})
+	}
+	c := ThroughputDefaults()
+	c.Targets, c.TargetRule = []string{"no-port"}, "login"
+	if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), "target: ") {
+		t.Errorf("a target without a port: %v, want an error naming target", err)
+	}
+	c.Targets, c.TargetRule, c.Transport = []string{"127.0.0.1:1"}, "login", TransportEmbedded
+	if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), "transport: ") {
+		t.Errorf("embedded against running nodes: %v, want an error naming transport", err)
+	}
+}
+
 // A durable run keeps its state in a fresh subdirectory of DataDir, which it
 // removes afterwards.
 func TestThroughputDataDir(t *testing.T) {

@@ -33,24 +33,32 @@ func checkFuncs(cl *Cluster, c *ThroughputConfig) ([]checkFunc, func(), error) {
 		}
 		return out, func() {}, nil
 	}
-	conns := make([]*grpc.ClientConn, 0, len(cl.Nodes))
+	addrs := c.Targets
+	if len(addrs) == 0 {
+		for _, nd := range cl.Nodes {
+			addrs = append(addrs, nd.GRPCAddr())
+		}
+	}
+	out = make([]checkFunc, len(addrs))
+	conns := make([]*grpc.ClientConn, 0, len(addrs))
 	closeAll := func() {
 		for _, cc := range conns {
 			cc.Close()
 		}
 	}
-	for i, nd := range cl.Nodes {
-		cc, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	rule := c.ruleName()
+	for i, addr := range addrs {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			closeAll()
-			return nil, nil, fmt.Errorf("grpc client for %s: %w", nd.Name(), err)
+			return nil, nil, fmt.Errorf("grpc client for %s: %w", addr, err)
 		}
 		conns = append(conns, cc)
 		switch c.Transport {
 		case TransportGRPC:
-			out[i] = grpcCheck(sluicev1.NewLimiterClient(cc))
+			out[i] = grpcCheck(sluicev1.NewLimiterClient(cc), rule)
 		case TransportGRPCBatch:
-			out[i] = grpcBatchCheck(cc)
+			out[i] = grpcBatchCheck(cc, rule)
 		case TransportGRPCNoop:
 			out[i] = noopCheck(cc)
 		}
@@ -58,10 +66,10 @@ func checkFuncs(cl *Cluster, c *ThroughputConfig) ([]checkFunc, func(), error) {
 	return out, closeAll, nil
 }
 
-// grpcCheck calls Limiter.Check for one key.
-func grpcCheck(client sluicev1.LimiterClient) checkFunc {
+// grpcCheck calls Limiter.Check for one key under rule.
+func grpcCheck(client sluicev1.LimiterClient, rule string) checkFunc {
 	return func(ctx context.Context, keys []string, hits int64, ds []cluster.Decision) error {
-		resp, err := client.Check(ctx, &sluicev1.CheckRequest{Rule: throughputRule, Key: keys[0], Hits: hits})
+		resp, err := client.Check(ctx, &sluicev1.CheckRequest{Rule: rule, Key: keys[0], Hits: hits})
 		if err != nil {
 			return err
 		}
@@ -74,13 +82,13 @@ func grpcCheck(client sluicev1.LimiterClient) checkFunc {
 // the answer's results as batchAnswer does, not as a CheckBatchResponse:
 // the client runs in the measured process, and building a hundred messages
 // a call would weigh on the figure as much as the server does.
-func grpcBatchCheck(cc *grpc.ClientConn) checkFunc {
+func grpcBatchCheck(cc *grpc.ClientConn, rule string) checkFunc {
 	return func(ctx context.Context, keys []string, hits int64, ds []cluster.Decision) error {
 		// One allocation for the checks, not one each.
 		checks := make([]sluicev1.CheckRequest, len(keys))
 		req := &sluicev1.CheckBatchRequest{Checks: make([]*sluicev1.CheckRequest, len(keys))}
 		for i, key := range keys {
-			checks[i].Rule, checks[i].Key, checks[i].Hits = throughputRule, key, hits
+			checks[i].Rule, checks[i].Key, checks[i].Hits = rule, key, hits
 			req.Checks[i] = &checks[i]
 		}
 		ans := batchAnswer{ds: ds}

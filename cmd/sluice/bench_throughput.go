@@ -51,13 +51,29 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (warmup included) to this `FILE`, for go tool pprof")
 	memProfile := fs.String("memprofile", "", "write a heap profile (allocations over the whole run) to this `FILE` when the run ends, for go tool pprof")
+	targets := fs.String("target", "", "measure running nodes instead: their gRPC `HOST:PORT,...` (plaintext), checked under --rule; --transport grpc (the default then) or grpc-batch")
+	rule := fs.String("rule", "", "with --target: the rule the targets enforce, checked on --keys keys named k:0, k:1, …")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	if *mode == bench.ModeStrict && setFlags(fs)["sync"] {
+	if *mode == bench.ModeStrict && setFlags(fs)["sync"] && *targets == "" {
 		return usageError{errors.New("--sync: applies to --mode batched only; a strict rule decides through the Raft log")}
 	}
-	if *transport != bench.TransportGRPCBatch && setFlags(fs)["batch"] {
+	set := setFlags(fs)
+	if *targets == "" && set["rule"] {
+		return usageError{errors.New("--rule: applies to --target only; an in-process run checks a rule of its own")}
+	}
+	if *targets != "" {
+		for _, f := range []string{"mode", "nodes", "limit", "window", "type", "sync", "data-dir"} {
+			if set[f] {
+				return usageError{fmt.Errorf("--%s: the running nodes of --target have their own", f)}
+			}
+		}
+		if !set["transport"] {
+			*transport = bench.TransportGRPC
+		}
+	}
+	if *transport != bench.TransportGRPCBatch && set["batch"] {
 		return usageError{errors.New("--batch: applies to --transport grpc-batch only")}
 	}
 	c := bench.ThroughputConfig{
@@ -66,6 +82,10 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 		Duration: *duration, Warmup: *warmup, Limit: *limit, Window: *win, Sync: *syncEvery,
 		DataDir: *dataDir, Seed: *seed,
 		NodeLogger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		TargetRule: *rule,
+	}
+	if *targets != "" {
+		c.Targets = strings.Split(*targets, ",")
 	}
 	var err error
 	if c.Type, err = window.ParseType(*typ); err != nil {
@@ -96,6 +116,9 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 	if asJSONErr := writeThroughput(stdout, res, *asJSON); asJSONErr != nil {
 		return asJSONErr
 	}
+	if err == nil && res.Decisions == 0 && res.Errors > 0 {
+		return fmt.Errorf("every check failed (%d); the first: %s", res.Errors, res.FirstError)
+	}
 	return err
 }
 
@@ -105,9 +128,14 @@ func writeThroughput(w io.Writer, r *bench.ThroughputResult, asJSON bool) error 
 		return json.NewEncoder(w).Encode(r)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "sluice bench throughput: %s, %d node%s, %s, %d worker%s, %s keys, %s window",
-		r.Mode, r.Nodes, tputPlural(r.Nodes), r.Transport, r.Concurrency, tputPlural(r.Concurrency),
-		tputThousands(int64(r.Keys)), r.Type)
+	if len(r.Targets) > 0 {
+		fmt.Fprintf(&b, "sluice bench throughput: rule %s on %s, %s, %d worker%s, %s keys",
+			r.Rule, strings.Join(r.Targets, ", "), r.Transport, r.Concurrency, tputPlural(r.Concurrency), tputThousands(int64(r.Keys)))
+	} else {
+		fmt.Fprintf(&b, "sluice bench throughput: %s, %d node%s, %s, %d worker%s, %s keys, %s window",
+			r.Mode, r.Nodes, tputPlural(r.Nodes), r.Transport, r.Concurrency, tputPlural(r.Concurrency),
+			tputThousands(int64(r.Keys)), r.Type)
+	}
 	if r.Batch > 0 {
 		fmt.Fprintf(&b, ", %d checks a call", r.Batch)
 	}
@@ -140,8 +168,12 @@ func writeThroughput(w io.Writer, r *bench.ThroughputResult, asJSON bool) error 
 	}
 	b.WriteString("\n")
 	if r.CPUSPerMillion > 0 {
-		fmt.Fprintf(&b, "  cpu          %.3f s per million decisions, %.2f allocations per decision (the whole process)\n",
-			r.CPUSPerMillion, r.AllocsPerDecision)
+		whose := "the whole process"
+		if len(r.Targets) > 0 {
+			whose = "this process, the clients alone"
+		}
+		fmt.Fprintf(&b, "  cpu          %.3f s per million decisions, %.2f allocations per decision (%s)\n",
+			r.CPUSPerMillion, r.AllocsPerDecision, whose)
 	}
 	if len(r.ByPath) > 0 {
 		var parts []string
@@ -150,10 +182,13 @@ func writeThroughput(w io.Writer, r *bench.ThroughputResult, asJSON bool) error 
 		}
 		fmt.Fprintf(&b, "  paths        %s\n", strings.Join(parts, ", "))
 	}
-	if r.Mode == bench.ModeStrict {
+	switch {
+	case len(r.Targets) > 0:
+		// The targets' counters are theirs: see their /metrics.
+	case r.Mode == bench.ModeStrict:
 		fmt.Fprintf(&b, "  raft         %s entries (%s/s), %.1f checks per entry, %s failovers\n",
 			tputThousands(r.StrictEntries), tputThousands(int64(r.EntriesPerS+0.5)), r.ChecksPerEntry, tputThousands(r.Failovers))
-	} else {
+	default:
 		fmt.Fprintf(&b, "  sync         %s deltas sent, %s bytes/s per node\n", tputThousands(r.SyncDeltas), tputThousands(int64(r.SyncBytesPerS+0.5)))
 	}
 	_, err := io.WriteString(w, b.String())

@@ -33,6 +33,11 @@ func TestBenchThroughputUsageErrors(t *testing.T) {
 		{"zipf too flat", []string{"--zipf", "0.9"}, "sluice bench: --zipf: must be 0 (uniform) or in (1, 10]"},
 		{"no hits", []string{"--hits", "0"}, "sluice bench: --hits: "},
 		{"negative latency-every", []string{"--latency-every", "-1"}, "sluice bench: --latency-every: "},
+		{"rule without target", []string{"--rule", "api"}, "sluice bench: --rule: applies to --target only"},
+		{"target without rule", []string{"--target", "127.0.0.1:1"}, "sluice bench: --rule: name the rule the targets enforce\n"},
+		{"target and nodes", []string{"--target", "127.0.0.1:1", "--rule", "api", "--nodes", "3"}, "sluice bench: --nodes: the running nodes of --target have their own\n"},
+		{"target not host:port", []string{"--target", "here", "--rule", "api"}, "sluice bench: --target: \"here\" is not host:port"},
+		{"target embedded", []string{"--target", "127.0.0.1:1", "--rule", "api", "--transport", "embedded"}, "sluice bench: --transport: must be grpc or grpc-batch against running nodes"},
 	}
 	checkUsageErrors(t, []string{"bench", "throughput"}, tests)
 }
