@@ -74,6 +74,9 @@ type Config struct {
 	Burst bool
 	// Seed seeds every random choice: sync phases and Poisson gaps.
 	Seed uint64
+	// Progress, if set, is called now and then with how much of Duration
+	// has been simulated; it changes nothing of the run.
+	Progress func(done, total time.Duration) `json:"-"`
 }
 
 // Defaults returns the published two-gateway scenario: 2 nodes, 800

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -47,5 +48,35 @@ func TestSameConfigSameBytes(t *testing.T) {
 				t.Log("another seed gave the same bytes (possible, but worth a look)")
 			}
 		})
+	}
+}
+
+// A progress callback is told how far the run has got, never past its
+// duration and never backwards, and changes nothing of the result.
+func TestProgressChangesNothing(t *testing.T) {
+	c := Defaults()
+	c.Nodes, c.Duration = 8, 20*time.Second
+	want, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls int
+	var last time.Duration
+	c.Progress = func(done, total time.Duration) {
+		calls++
+		if done < last || done > total || total != c.Duration {
+			t.Errorf("progress %v of %v after %v, want growing up to %v", done, total, last, c.Duration)
+		}
+		last = done
+	}
+	got, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls == 0 {
+		t.Error("progress was never called")
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Error("the run with a progress callback differs from the run without")
 	}
 }

@@ -21,6 +21,10 @@ func Start(c *Config) int64 { return (epoch/int64(c.Window) + 1) * int64(c.Windo
 // simKey is the one key every simulated request is for.
 const simKey = "k"
 
+// progressEvery is how many events Run handles between two calls of
+// Config.Progress: a few milliseconds' worth.
+const progressEvery = 1 << 14
+
 // Run simulates the scenario c and returns what every window admitted. The
 // same Config gives the same Result, bit for bit.
 func Run(c Config) (*Result, error) {
@@ -133,8 +137,12 @@ func Run(c Config) (*Result, error) {
 		}
 		return false
 	}
+	steps := 0
 	for q.Len() > 0 {
 		e := q.pop()
+		if steps++; c.Progress != nil && steps%progressEvery == 0 {
+			c.Progress(time.Duration(min(e.at, end)-start), c.Duration)
+		}
 		if e.at >= end {
 			// Nothing arrives after the end; checks that arrived before it
 			// and wait for their owner's answer are still decided, as a

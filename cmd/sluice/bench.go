@@ -90,7 +90,9 @@ func runBenchAccuracy(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usageError{fmt.Errorf("--nodes must be in [1, %d] for an in-process cluster, got %d", bench.MaxNodes, c.Nodes)}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	stop := showProgress(stderr, "bench accuracy", c.Duration, f.json)
 	res, err := bench.MeasureAccuracy(ctx, c, bench.Options{Logger: log})
+	stop()
 	var stopped *bench.StoppedError
 	if errors.As(err, &stopped) && res != nil {
 		// Report what was measured before the interrupt, then fail.

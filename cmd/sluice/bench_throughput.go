@@ -108,7 +108,9 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 		}
 		defer write()
 	}
+	stop := showProgress(stderr, "bench throughput", c.Warmup+c.Duration, *asJSON)
 	res, err := bench.Throughput(ctx, c)
+	stop()
 	if res == nil {
 		return err
 	}

@@ -32,7 +32,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return usageError{err}
 	}
+	var stop func()
+	c.Progress, stop = simProgress(stderr, f.json)
 	res, err := sim.Run(c)
+	stop()
 	if err != nil {
 		return err
 	}
