@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -79,6 +78,7 @@ func runBenchAccuracy(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	f := addScenarioFlags(fs)
 	svg := fs.String("svg", "", "also write an admitted-per-second chart to this SVG `FILE`")
+	htmlFile := fs.String("html", "", "also write a report (the scenario, the summary, the chart and the window table) to this HTML `FILE`")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func runBenchAccuracy(ctx context.Context, args []string, stdout, stderr io.Writ
 	} else if err != nil {
 		return err
 	}
-	if werr := writeBenchResult(stdout, res, &c, *svg, f.json); werr != nil {
+	if werr := writeBenchResult(stdout, res, &c, *svg, *htmlFile, f.json); werr != nil {
 		return werr
 	}
 	return err
@@ -109,18 +109,15 @@ func runBenchAccuracy(ctx context.Context, args []string, stdout, stderr io.Writ
 // writeBenchResult writes res as `sluice sim` does: the SVG chart if asked
 // for, then JSON or the table and chart, and then what only a real cluster
 // has: the requests decided outside the run.
-func writeBenchResult(stdout io.Writer, res *bench.AccuracyResult, c *sim.Config, svg string, asJSON bool) error {
+func writeBenchResult(stdout io.Writer, res *bench.AccuracyResult, c *sim.Config, svg, htmlFile string, asJSON bool) error {
 	if svg != "" {
-		out, err := os.Create(svg)
-		if err != nil {
-			return fmt.Errorf("--svg: %w", err)
+		if err := writeReportFile("svg", svg, func(w io.Writer) error { return res.WriteSVG(w, c) }); err != nil {
+			return err
 		}
-		if err := res.WriteSVG(out, c); err != nil {
-			out.Close()
-			return fmt.Errorf("--svg: %w", err)
-		}
-		if err := out.Close(); err != nil {
-			return fmt.Errorf("--svg: %w", err)
+	}
+	if htmlFile != "" {
+		if err := writeReportFile("html", htmlFile, func(w io.Writer) error { return res.WriteHTML(w, c) }); err != nil {
+			return err
 		}
 	}
 	if asJSON {

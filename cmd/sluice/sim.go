@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/sluicehq/sluice/chaos/sim"
 )
@@ -20,6 +19,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	f := addScenarioFlags(fs)
 	svg := fs.String("svg", "", "also write an admitted-per-second chart to this SVG `FILE`")
+	htmlFile := fs.String("html", "", "also write a report (the scenario, the summary, the chart and the window table) to this HTML `FILE`")
 	table := fs.Bool("table", false, "print the table of the published scenarios under classic, adaptive and owner allocation (Markdown) and exit")
 	draws := fs.Int("draws", 5, "with --table: sync-phase draws per cell (the cell is the median draw)")
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -40,15 +40,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if *svg != "" {
-		out, err := os.Create(*svg)
-		if err != nil {
+		if err := writeReportFile("svg", *svg, func(w io.Writer) error { return res.WriteSVG(w, &c) }); err != nil {
 			return err
 		}
-		if err := res.WriteSVG(out, &c); err != nil {
-			out.Close()
-			return err
-		}
-		if err := out.Close(); err != nil {
+	}
+	if *htmlFile != "" {
+		if err := writeReportFile("html", *htmlFile, func(w io.Writer) error { return res.WriteHTML(w, &c) }); err != nil {
 			return err
 		}
 	}
