@@ -349,22 +349,18 @@ func (m *membership) signal() {
 	}
 }
 
+// leave tells the cluster this node is leaving, and stops gossip. Telling
+// is best effort: a node cut off from its peers, or too busy to send in
+// time, cannot, and its peers then find it gone as they find a crashed
+// node; that is no failure of the node's shutdown.
 func (m *membership) leave() error {
-	err := m.ml.Leave(time.Second)
-	return joinErr(err, m.ml.Shutdown())
+	if err := m.ml.Leave(time.Second); err != nil {
+		m.n.log.Warn("could not tell the cluster this node is leaving; its peers will find it gone", "err", err)
+	}
+	return m.ml.Shutdown()
 }
 
 func (m *membership) shutdown() { _ = m.ml.Shutdown() }
-
-func joinErr(a, b error) error {
-	if a == nil {
-		return b
-	}
-	if b == nil {
-		return a
-	}
-	return fmt.Errorf("%w; %w", a, b)
-}
 
 // memberlist.Delegate: only the metadata is used.
 
