@@ -154,6 +154,8 @@ func (c *ThroughputConfig) Validate() error {
 		return c.validateTargets()
 	}
 	switch {
+	case c.Transport == TransportRedisLua:
+		return errors.New("target: redis-lua measures a Redis: give its address")
 	case c.Mode != ModeBatched && c.Mode != ModeStrict:
 		return fmt.Errorf("mode: must be %s or %s, got %q", ModeBatched, ModeStrict, c.Mode)
 	case c.Nodes < 1 || c.Nodes > MaxNodes:
@@ -202,11 +204,14 @@ func (c *ThroughputConfig) validateTargets() error {
 			return fmt.Errorf("target: %q is not host:port: %w", t, err)
 		}
 	}
+	if c.Transport == TransportRedisLua {
+		return c.validateRedis()
+	}
 	switch {
 	case c.TargetRule == "":
 		return errors.New("rule: name the rule the targets enforce")
 	case c.Transport != TransportGRPC && c.Transport != TransportGRPCBatch:
-		return fmt.Errorf("transport: must be %s or %s against running nodes, got %q", TransportGRPC, TransportGRPCBatch, c.Transport)
+		return fmt.Errorf("transport: must be %s, %s or %s against running nodes, got %q", TransportGRPC, TransportGRPCBatch, TransportRedisLua, c.Transport)
 	case c.Transport == TransportGRPCBatch && (c.Batch < 1 || c.Batch > cluster.MaxBatchChecks):
 		return fmt.Errorf("batch: must be in [1, %d], got %d", cluster.MaxBatchChecks, c.Batch)
 	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
@@ -217,6 +222,38 @@ func (c *ThroughputConfig) validateTargets() error {
 		return fmt.Errorf("zipf: must be 0 (uniform) or in (1, %g], got %g", float64(maxZipf), c.Zipf)
 	case c.Hits < 1:
 		return fmt.Errorf("hits: must be ≥ 1, got %d", c.Hits)
+	case c.Duration <= 0:
+		return fmt.Errorf("duration: must be > 0, got %v", c.Duration)
+	case c.Warmup < 0:
+		return fmt.Errorf("warmup: must be ≥ 0, got %v", c.Warmup)
+	case c.LatencyEvery < 0:
+		return fmt.Errorf("latency-every: must be ≥ 0, got %d", c.LatencyEvery)
+	}
+	return nil
+}
+
+// validateRedis checks a run against Redis: one address, and the window
+// the script keeps.
+func (c *ThroughputConfig) validateRedis() error {
+	switch {
+	case len(c.Targets) != 1:
+		return fmt.Errorf("target: one Redis address, got %d", len(c.Targets))
+	case c.TargetRule != "":
+		return errors.New("rule: the Redis script has no rules; it counts --limit per --window")
+	case c.Limit < 1 || c.Limit > window.MaxCount:
+		return fmt.Errorf("limit: must be in [1, %d], got %d", window.MaxCount, c.Limit)
+	case c.Window < time.Millisecond:
+		return fmt.Errorf("window: must be ≥ 1ms, got %v", c.Window)
+	case c.Type != window.Sliding:
+		return errors.New("type: the Redis script keeps a sliding window")
+	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
+		return fmt.Errorf("concurrency: must be in [1, %d], got %d", maxConcurrency, c.Concurrency)
+	case c.Keys < 1 || c.Keys > maxKeys:
+		return fmt.Errorf("keys: must be in [1, %d], got %d", maxKeys, c.Keys)
+	case c.Zipf != 0 && !(c.Zipf > 1 && c.Zipf <= maxZipf):
+		return fmt.Errorf("zipf: must be 0 (uniform) or in (1, %g], got %g", float64(maxZipf), c.Zipf)
+	case c.Hits < 1 || c.Hits > c.Limit:
+		return fmt.Errorf("hits: must be in [1, limit %d], got %d", c.Limit, c.Hits)
 	case c.Duration <= 0:
 		return fmt.Errorf("duration: must be > 0, got %v", c.Duration)
 	case c.Warmup < 0:
@@ -500,7 +537,7 @@ func sumMetrics(cl *Cluster) metricsSum {
 
 // runThroughput drives cl and tallies the measured stretch.
 func runThroughput(ctx context.Context, cl *Cluster, c *ThroughputConfig) (*ThroughputResult, error) {
-	checks, closeClients, err := checkFuncs(cl, c)
+	checks, closeClients, err := checkFuncs(ctx, cl, c)
 	if err != nil {
 		return nil, err
 	}
@@ -567,6 +604,8 @@ func runThroughput(ctx context.Context, cl *Cluster, c *ThroughputConfig) (*Thro
 		res.Batch = c.Batch
 	}
 	switch {
+	case c.Transport == TransportRedisLua:
+		res.Mode, res.Nodes, res.Rule, res.Durable = "", 1, "", false
 	case len(c.Targets) > 0:
 		// The rule and the nodes are the targets'.
 		res.Mode, res.Nodes, res.Limit, res.WindowS, res.Type, res.Durable = "", len(c.Targets), 0, 0, "", false

@@ -16,7 +16,14 @@ import (
 
 // checkFuncs returns one check function per node for c's transport, and a
 // function that releases what they hold.
-func checkFuncs(cl *Cluster, c *ThroughputConfig) ([]checkFunc, func(), error) {
+func checkFuncs(ctx context.Context, cl *Cluster, c *ThroughputConfig) ([]checkFunc, func(), error) {
+	if c.Transport == TransportRedisLua {
+		check, closeAll, err := redisChecks(ctx, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []checkFunc{check}, closeAll, nil
+	}
 	out := make([]checkFunc, len(cl.Nodes))
 	if c.Transport == TransportEmbedded {
 		for i, nd := range cl.Nodes {

@@ -33,7 +33,7 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	mode := fs.String("mode", d.Mode, "batched (decide from the node's view, sync every --sync) or strict (every check through the Raft log)")
 	nodes := fs.Int("nodes", d.Nodes, "in-process cluster size; 1 runs one node without gossip")
-	transport := fs.String("transport", d.Transport, "embedded (call Node.Allow), grpc (call Limiter.Check; one client connection per node), grpc-batch (Limiter.CheckBatch of --batch checks) or grpc-noop (a method of Check's shape on the same servers that decides nothing: what gRPC alone costs)")
+	transport := fs.String("transport", d.Transport, "embedded (call Node.Allow), grpc (call Limiter.Check; one client connection per node), grpc-batch (Limiter.CheckBatch of --batch checks), grpc-noop (a method of Check's shape on the same servers that decides nothing: what gRPC alone costs) or redis-lua (with --target: a sliding window of --limit per --window kept by a Lua script in the Redis at --target, one EVALSHA a check, one connection a worker)")
 	batch := fs.Int("batch", d.Batch, "checks per CheckBatch call (--transport grpc-batch)")
 	zipf := fs.Float64("zipf", 0, "draw keys by Zipf's law of this exponent (> 1; key 0 the hottest) instead of uniformly")
 	hits := fs.Int64("hits", d.Hits, "hits each check spends")
@@ -64,7 +64,12 @@ func runBenchThroughput(ctx context.Context, args []string, stdout, stderr io.Wr
 		return usageError{errors.New("--rule: applies to --target only; an in-process run checks a rule of its own")}
 	}
 	if *targets != "" {
-		for _, f := range []string{"mode", "nodes", "limit", "window", "type", "sync", "data-dir"} {
+		theirs := []string{"mode", "nodes", "limit", "window", "type", "sync", "data-dir"}
+		if *transport == bench.TransportRedisLua {
+			// The script counts the run's limit per the run's window.
+			theirs = []string{"mode", "nodes", "sync", "data-dir"}
+		}
+		for _, f := range theirs {
 			if set[f] {
 				return usageError{fmt.Errorf("--%s: the running nodes of --target have their own", f)}
 			}
@@ -130,10 +135,14 @@ func writeThroughput(w io.Writer, r *bench.ThroughputResult, asJSON bool) error 
 		return json.NewEncoder(w).Encode(r)
 	}
 	var b strings.Builder
-	if len(r.Targets) > 0 {
+	switch {
+	case r.Transport == bench.TransportRedisLua:
+		fmt.Fprintf(&b, "sluice bench throughput: redis-lua at %s, %d per %gs sliding, %d worker%s, %s keys",
+			r.Targets[0], r.Limit, r.WindowS, r.Concurrency, tputPlural(r.Concurrency), tputThousands(int64(r.Keys)))
+	case len(r.Targets) > 0:
 		fmt.Fprintf(&b, "sluice bench throughput: rule %s on %s, %s, %d worker%s, %s keys",
 			r.Rule, strings.Join(r.Targets, ", "), r.Transport, r.Concurrency, tputPlural(r.Concurrency), tputThousands(int64(r.Keys)))
-	} else {
+	default:
 		fmt.Fprintf(&b, "sluice bench throughput: %s, %d node%s, %s, %d worker%s, %s keys, %s window",
 			r.Mode, r.Nodes, tputPlural(r.Nodes), r.Transport, r.Concurrency, tputPlural(r.Concurrency),
 			tputThousands(int64(r.Keys)), r.Type)

@@ -37,7 +37,7 @@ func TestBenchThroughputUsageErrors(t *testing.T) {
 		{"target without rule", []string{"--target", "127.0.0.1:1"}, "sluice bench: --rule: name the rule the targets enforce\n"},
 		{"target and nodes", []string{"--target", "127.0.0.1:1", "--rule", "api", "--nodes", "3"}, "sluice bench: --nodes: the running nodes of --target have their own\n"},
 		{"target not host:port", []string{"--target", "here", "--rule", "api"}, "sluice bench: --target: \"here\" is not host:port"},
-		{"target embedded", []string{"--target", "127.0.0.1:1", "--rule", "api", "--transport", "embedded"}, "sluice bench: --transport: must be grpc or grpc-batch against running nodes"},
+		{"target embedded", []string{"--target", "127.0.0.1:1", "--rule", "api", "--transport", "embedded"}, "sluice bench: --transport: must be grpc, grpc-batch or redis-lua against running nodes"},
 	}
 	checkUsageErrors(t, []string{"bench", "throughput"}, tests)
 }
