@@ -99,7 +99,10 @@ func dialCause(desc string) string {
 	switch {
 	case strings.Contains(desc, "first record does not look like a TLS handshake"):
 		return "it serves plaintext, not TLS: call it without --tls-ca, --tls-cert and --tls-key"
-	case strings.HasSuffix(desc, "error reading server preface: EOF") || strings.Contains(desc, "connection closed before server preface"):
+	case strings.HasSuffix(desc, "error reading server preface: EOF") || strings.Contains(desc, "connection closed before server preface") ||
+		strings.Contains(desc, "error reading server preface") && strings.HasSuffix(desc, "connection reset by peer"):
+		// A TLS server drops a plaintext client: as a close, or, when the
+		// client's bytes reach it first, as a reset.
 		return "it closed the connection before speaking gRPC: does the node serve TLS? call it with --tls-ca"
 	case strings.HasSuffix(desc, "remote error: tls: certificate required"):
 		return "the node requires a client certificate: call it with --tls-cert and --tls-key"
