@@ -731,3 +731,44 @@ func describeKey(r *Replica, key string) string {
 	}
 	return out
 }
+
+// TestSettledReachesAHandedOverIncarnation gives a key's owner the counts
+// of a live node as a handover does (passed on by another node, so the
+// node has never reported to this owner), and has the owner admit after
+// it: once the key goes quiet, the owner tells that node the fleet's
+// counts too, and its view settles, although it never asks.
+func TestSettledReachesAHandedOverIncarnation(t *testing.T) {
+	const key = "dave"
+	f := newOwnedFleet(t, 3, ownedRule(100, time.Hour, window.Fixed))
+	own := f.ownerIndex(key)
+	owner := f.nodes[own]
+	// Not the key's standby, which hears the owner's counts anyway.
+	_, standby := owner.Table("api").fleet.Load().rank(key)
+	y := -1
+	for i, rp := range f.nodes {
+		if id, _ := owner.reg.lookup(rp.Self()); i != own && id != standby {
+			y = i
+		}
+	}
+	id, ok := owner.reg.lookup(f.nodes[y].Self())
+	if !ok {
+		t.Fatal("the owner has no id for the other node")
+	}
+	tb := owner.Table("api")
+	idx := window.Index(t0, time.Hour)
+	if !tb.mergeForeign(id, &Entry{Key: key, Window: idx, Admitted: 3}, t0, true) {
+		t.Fatal("the owner did not book the handed-over counts")
+	}
+	if d := f.allow(own, t0+sec, key, 2); !d.Allowed {
+		t.Fatalf("the owner's own check: %+v", d)
+	}
+	for i := range 4 {
+		f.tick(t0 + 2*sec + int64(i)*int64(100*time.Millisecond))
+	}
+	// y's own count is 0 (the handed-over 3 are the owner's word), so its
+	// view of the others is what the owner told it: 2 of its own and 3
+	// booked for y, less y's part, as an answer says.
+	if _, view := f.nodes[y].Table("api").Counts(key, t0+3*sec); view.Curr < 2 {
+		t.Errorf("the handed-over node's view of %q is %d, want at least the owner's 2: the owner never told it", key, view.Curr)
+	}
+}

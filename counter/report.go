@@ -230,7 +230,11 @@ func (t *Table) tellSettled(s *slot, alive func(uint32) bool, out []routed) []ro
 	if sum == b.roundSum && sum != b.toldSum {
 		for i := range b.accts {
 			a := &b.accts[i]
-			if a.told == sum && !a.owed || a.seq == 0 || !alive(a.inc) {
+			// An incarnation whose counts reached this owner only through
+			// another node (a handover, a standby's copy) is told too: it
+			// has never reported here, and will not until its own counts
+			// change, so nothing else would settle its view.
+			if a.told == sum && !a.owed || !alive(a.inc) {
 				continue
 			}
 			a.told, a.owed = sum, false
