@@ -43,22 +43,31 @@ type skewWatch struct {
 // one prompt delta in the horizon outweighs them all. The price is that a
 // peer whose clock steps back is seen to be behind only once its earlier
 // samples leave the horizon.
+//
+// An estimate also needs samples from offsetSpread of the horizon's
+// buckets: after a partition longer than the horizon, the deltas queued
+// during it arrive together, all late by the partition's length, and one
+// moment's worth of them is no evidence of a clock; the estimate from
+// before stands until the prompt deltas that follow fill the horizon.
 type offsetSamples struct {
 	best [offsetBuckets]int64 // the largest offset that arrived in each bucket
 	at   [offsetBuckets]int64 // the bucket each holds: arrival time ÷ offsetBucket, 0 for none
 }
 
 // The offset horizon is offsetBuckets buckets of offsetBucket each.
+// offsetSpread is how many of them must hold samples for an estimate.
 const (
 	offsetBucket  = time.Second
 	offsetBuckets = 8
 	offsetHorizon = offsetBuckets * offsetBucket
+	offsetSpread  = offsetBuckets / 2
 )
 
 // add records offset v, which arrived at moment now of this node's own
-// clock, and returns the peer's estimated offset: the largest in the
-// horizon.
-func (o *offsetSamples) add(v, now int64) int64 {
+// clock, and returns the peer's estimated offset, the largest in the
+// horizon, or false while the horizon holds samples of fewer than
+// offsetSpread buckets.
+func (o *offsetSamples) add(v, now int64) (int64, bool) {
 	b := now/int64(offsetBucket) + 1 // never 0
 	i := b % offsetBuckets
 	if o.at[i] != b {
@@ -66,15 +75,16 @@ func (o *offsetSamples) add(v, now int64) int64 {
 	} else {
 		o.best[i] = max(o.best[i], v)
 	}
-	best := v
+	best, spread := v, 0
 	for j := range o.best {
 		// Buckets from after now are of a clock that has since stepped
 		// back: what they hold is no guide to the offset now.
 		if age := b - o.at[j]; o.at[j] != 0 && age >= 0 && age < offsetBuckets {
 			best = max(best, o.best[j])
+			spread++
 		}
 	}
-	return best
+	return best, spread >= offsetSpread
 }
 
 func newSkewWatch(rules []window.Rule) *skewWatch {
@@ -115,7 +125,11 @@ func (w *skewWatch) observe(peer string, sentAt, ownNow int64) skewReport {
 		o = &offsetSamples{}
 		w.samples[peer] = o
 	}
-	w.offsets[peer] = o.add(sentAt-ownNow, ownNow)
+	if off, ok := o.add(sentAt-ownNow, ownNow); ok {
+		w.offsets[peer] = off
+	} else if _, known := w.offsets[peer]; !known {
+		return skewReport{fix: w.fix.Load(), skewedPeers: len(w.skewed)}
+	}
 	return w.recompute(peer)
 }
 

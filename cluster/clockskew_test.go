@@ -51,6 +51,40 @@ func TestSkewWatchRidesOutAStall(t *testing.T) {
 	}
 }
 
+// TestSkewWatchRidesOutAPartition cuts both peers off for 10 s, longer
+// than the horizon, after 5 s of prompt deltas. At the heal the deltas
+// queued during the cut arrive at once, each late by up to 10 s: one
+// moment's worth of samples, which must not move this node's clock; nor
+// must the prompt ones that follow.
+func TestSkewWatchRidesOutAPartition(t *testing.T) {
+	ms := int64(time.Millisecond)
+	w := newSkewWatch([]window.Rule{{Name: "r", Count: 1, Window: time.Second, Type: window.Sliding, SyncInterval: 100 * time.Millisecond}})
+	start := int64(1_000 * time.Second)
+	check := func(what string, r skewReport) {
+		t.Helper()
+		if r.fix != 0 || r.skewedPeers != 0 {
+			t.Fatalf("%s: correction %v, %d skewed peers; want none", what, time.Duration(r.fix), r.skewedPeers)
+		}
+	}
+	now := start
+	for ; now < start+5*int64(time.Second); now += 100 * ms {
+		for _, peer := range []string{"a", "b"} {
+			check("before the cut", w.observe(peer, now-ms, now))
+		}
+	}
+	cut, heal := now, now+10*int64(time.Second)
+	for sent := cut; sent < heal; sent += 100 * ms {
+		for _, peer := range []string{"a", "b"} {
+			check("the queued deltas at the heal", w.observe(peer, sent, heal+(sent-cut)/1000))
+		}
+	}
+	for now = heal + 10*ms; now < heal+12*int64(time.Second); now += 100 * ms {
+		for _, peer := range []string{"a", "b"} {
+			check("after the heal", w.observe(peer, now-ms, now))
+		}
+	}
+}
+
 // TestSkewWatchFindsAStep steps this node's clock 2 s ahead after its
 // peers' deltas have come promptly for a while: the correction follows once
 // the samples from before the step leave the horizon (which the step itself
@@ -108,13 +142,13 @@ func TestSkewWatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newSkewWatch(rules)
 			var r skewReport
-			for peer, off := range tc.offsets {
-				r = w.observe(peer, 1_000*s+off, 1_000*s)
-			}
-			// One more pass so that every peer is judged against the final
-			// correction.
-			for peer, off := range tc.offsets {
-				r = w.observe(peer, 1_000*s+off, 1_000*s)
+			// A delta from each peer every second, over enough of the
+			// horizon for an estimate, and one more pass so that every
+			// peer is judged against the final correction.
+			for at := range int64(offsetSpread + 1) {
+				for peer, off := range tc.offsets {
+					r = w.observe(peer, (1_000+at)*s+off, (1_000+at)*s)
+				}
 			}
 			if got := w.fix.Load(); got != tc.wantFix {
 				t.Errorf("correction %v, want %v", time.Duration(got), time.Duration(tc.wantFix))
