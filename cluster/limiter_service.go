@@ -107,10 +107,7 @@ func (s *limiterService) CheckBatch(ctx context.Context, req *sluicev1.CheckBatc
 		if err != nil {
 			return nil, s.refuse(err, fmt.Sprintf("checks[%d]: ", i))
 		}
-		r := &results[i]
-		r.Allowed, r.Limit, r.Remaining, r.Path, r.Shadowed = d.Allowed, d.Limit, d.Remaining, d.Path.String(), d.Shadowed
-		r.ResetAfter, r.RetryAfter = setDuration(&durations[2*i], d.ResetAfter), setDuration(&durations[2*i+1], d.RetryAfter)
-		out.Results[i] = r
+		out.Results[i] = fillResponse(&results[i], d, durations[2*i:2*i+2])
 	}
 	return out, nil
 }
@@ -178,13 +175,13 @@ func statusFor(err error, prefix string) error {
 
 // decisionToProto converts a decision to its wire form.
 func decisionToProto(d Decision) *sluicev1.CheckResponse {
-	return &sluicev1.CheckResponse{
-		Allowed:    d.Allowed,
-		Limit:      d.Limit,
-		Remaining:  d.Remaining,
-		ResetAfter: durationpb.New(d.ResetAfter),
-		RetryAfter: durationpb.New(d.RetryAfter),
-		Path:       d.Path.String(),
-		Shadowed:   d.Shadowed,
-	}
+	return fillResponse(&sluicev1.CheckResponse{}, d, make([]durationpb.Duration, 2))
+}
+
+// fillResponse sets r to decision d, its durations in durs (two), and
+// returns it.
+func fillResponse(r *sluicev1.CheckResponse, d Decision, durs []durationpb.Duration) *sluicev1.CheckResponse {
+	r.Allowed, r.Limit, r.Remaining, r.Path, r.Shadowed = d.Allowed, d.Limit, d.Remaining, d.Path.String(), d.Shadowed
+	r.ResetAfter, r.RetryAfter = setDuration(&durs[0], d.ResetAfter), setDuration(&durs[1], d.RetryAfter)
+	return r
 }

@@ -163,24 +163,11 @@ func (c *ThroughputConfig) Validate() error {
 	case !slices.Contains([]string{TransportEmbedded, TransportGRPC, TransportGRPCBatch, TransportGRPCNoop}, c.Transport):
 		return fmt.Errorf("transport: must be %s, %s, %s or %s, got %q",
 			TransportEmbedded, TransportGRPC, TransportGRPCBatch, TransportGRPCNoop, c.Transport)
-	case c.Transport == TransportGRPCBatch && (c.Batch < 1 || c.Batch > cluster.MaxBatchChecks):
-		return fmt.Errorf("batch: must be in [1, %d], got %d", cluster.MaxBatchChecks, c.Batch)
-	case c.Zipf != 0 && !(c.Zipf > 1 && c.Zipf <= maxZipf):
-		return fmt.Errorf("zipf: must be 0 (uniform) or in (1, %g], got %g", float64(maxZipf), c.Zipf)
-	case c.Hits < 1 || c.Hits > c.Limit && c.Limit > 0:
-		return fmt.Errorf("hits: must be in [1, limit %d], got %d", c.Limit, c.Hits)
-	case c.LatencyEvery < 0:
-		return fmt.Errorf("latency-every: must be ≥ 0, got %d", c.LatencyEvery)
-	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
-		return fmt.Errorf("concurrency: must be in [1, %d], got %d", maxConcurrency, c.Concurrency)
-	case c.Keys < 1 || c.Keys > maxKeys:
-		return fmt.Errorf("keys: must be in [1, %d], got %d", maxKeys, c.Keys)
-	case c.Duration <= 0:
-		return fmt.Errorf("duration: must be > 0, got %v", c.Duration)
-	case c.Warmup < 0:
-		return fmt.Errorf("warmup: must be ≥ 0, got %v", c.Warmup)
 	case c.StrictTimeout < 0:
 		return fmt.Errorf("strict-timeout: must be ≥ 0, got %v", c.StrictTimeout)
+	}
+	if err := c.validateLoad(c.Limit); err != nil {
+		return err
 	}
 	r := c.rule()
 	if err := r.Validate(); err != nil {
@@ -212,24 +199,9 @@ func (c *ThroughputConfig) validateTargets() error {
 		return errors.New("rule: name the rule the targets enforce")
 	case c.Transport != TransportGRPC && c.Transport != TransportGRPCBatch:
 		return fmt.Errorf("transport: must be %s, %s or %s against running nodes, got %q", TransportGRPC, TransportGRPCBatch, TransportRedisLua, c.Transport)
-	case c.Transport == TransportGRPCBatch && (c.Batch < 1 || c.Batch > cluster.MaxBatchChecks):
-		return fmt.Errorf("batch: must be in [1, %d], got %d", cluster.MaxBatchChecks, c.Batch)
-	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
-		return fmt.Errorf("concurrency: must be in [1, %d], got %d", maxConcurrency, c.Concurrency)
-	case c.Keys < 1 || c.Keys > maxKeys:
-		return fmt.Errorf("keys: must be in [1, %d], got %d", maxKeys, c.Keys)
-	case c.Zipf != 0 && !(c.Zipf > 1 && c.Zipf <= maxZipf):
-		return fmt.Errorf("zipf: must be 0 (uniform) or in (1, %g], got %g", float64(maxZipf), c.Zipf)
-	case c.Hits < 1:
-		return fmt.Errorf("hits: must be ≥ 1, got %d", c.Hits)
-	case c.Duration <= 0:
-		return fmt.Errorf("duration: must be > 0, got %v", c.Duration)
-	case c.Warmup < 0:
-		return fmt.Errorf("warmup: must be ≥ 0, got %v", c.Warmup)
-	case c.LatencyEvery < 0:
-		return fmt.Errorf("latency-every: must be ≥ 0, got %d", c.LatencyEvery)
 	}
-	return nil
+	// The targets' rule bounds the hits; they say so if a check asks more.
+	return c.validateLoad(0)
 }
 
 // validateRedis checks a run against Redis: one address, and the window
@@ -246,20 +218,32 @@ func (c *ThroughputConfig) validateRedis() error {
 		return fmt.Errorf("window: must be ≥ 1ms, got %v", c.Window)
 	case c.Type != window.Sliding:
 		return errors.New("type: the Redis script keeps a sliding window")
+	}
+	return c.validateLoad(c.Limit)
+}
+
+// validateLoad checks the knobs of the load every run has, whatever it
+// measures; limit, when above 0, bounds the hits of a check.
+func (c *ThroughputConfig) validateLoad(limit int64) error {
+	switch {
+	case c.Transport == TransportGRPCBatch && (c.Batch < 1 || c.Batch > cluster.MaxBatchChecks):
+		return fmt.Errorf("batch: must be in [1, %d], got %d", cluster.MaxBatchChecks, c.Batch)
+	case c.Zipf != 0 && !(c.Zipf > 1 && c.Zipf <= maxZipf):
+		return fmt.Errorf("zipf: must be 0 (uniform) or in (1, %g], got %g", float64(maxZipf), c.Zipf)
+	case c.Hits < 1:
+		return fmt.Errorf("hits: must be ≥ 1, got %d", c.Hits)
+	case limit > 0 && c.Hits > limit:
+		return fmt.Errorf("hits: must be in [1, limit %d], got %d", limit, c.Hits)
+	case c.LatencyEvery < 0:
+		return fmt.Errorf("latency-every: must be ≥ 0, got %d", c.LatencyEvery)
 	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
 		return fmt.Errorf("concurrency: must be in [1, %d], got %d", maxConcurrency, c.Concurrency)
 	case c.Keys < 1 || c.Keys > maxKeys:
 		return fmt.Errorf("keys: must be in [1, %d], got %d", maxKeys, c.Keys)
-	case c.Zipf != 0 && !(c.Zipf > 1 && c.Zipf <= maxZipf):
-		return fmt.Errorf("zipf: must be 0 (uniform) or in (1, %g], got %g", float64(maxZipf), c.Zipf)
-	case c.Hits < 1 || c.Hits > c.Limit:
-		return fmt.Errorf("hits: must be in [1, limit %d], got %d", c.Limit, c.Hits)
 	case c.Duration <= 0:
 		return fmt.Errorf("duration: must be > 0, got %v", c.Duration)
 	case c.Warmup < 0:
 		return fmt.Errorf("warmup: must be ≥ 0, got %v", c.Warmup)
-	case c.LatencyEvery < 0:
-		return fmt.Errorf("latency-every: must be ≥ 0, got %d", c.LatencyEvery)
 	}
 	return nil
 }
