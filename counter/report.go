@@ -62,29 +62,23 @@ func (t *Table) lease(s *slot) *owned {
 
 // adoptShared passes what the key's slot holds of other incarnations from
 // before it had an owner (alone, under another policy, or while the rule
-// was strict) into owner allocation, and drops it: booked here if this
-// node owns the key, else due to its owner at the next round. Live nodes
-// report their own counts to the owner anyway; this is how counts that no
-// live node reports reach it, a strict log's handed back to the batched
-// tables and those of nodes that have left, and it happens before the
-// key's first decision under owner allocation, which would otherwise
+// was strict) into owner allocation, and drops it: booked here, and due to
+// the key's owner at the next round if this node does not own it. Live
+// nodes report their own counts to the owner anyway; this is how counts
+// that no live node reports reach it, a strict log's handed back to the
+// batched tables and those of nodes that have left, and it happens before
+// the key's first decision under owner allocation, which would otherwise
 // grant them again. The shard is locked and the key's owner worked out.
 func (t *Table) adoptShared(s *slot) {
 	x := s.x
 	s.x = nil
-	var fwd []routed
 	for i := range x.peers {
 		p := &x.peers[i]
 		if p.adm == [2]int64{} || p.inc == t.self {
 			continue
 		}
 		e := Entry{Key: s.key, Window: s.idx, Admitted: p.adm[1], Prev: p.adm[0]}
-		fwd = t.foreign(s, p.inc, &e, fwd)
-	}
-	if len(fwd) > 0 {
-		t.fwdMu.Lock()
-		t.fwd = append(t.fwd, fwd...)
-		t.fwdMu.Unlock()
+		t.foreign(s, p.inc, &e)
 	}
 }
 
@@ -154,9 +148,13 @@ func (t *Table) roundOwned(now int64, since uint64, out []routed) []routed {
 			return
 		}
 		if o.handover {
-			// Ownership moved away: the new owner gets every count this
-			// node held for others.
+			// Ownership moved away, or counts of other incarnations came
+			// here: the owner gets every count this node holds for others.
 			x := o.ext
+			if x.heldFrom != 0 && !alive(x.heldFrom) {
+				// A copy of a dead owner's counts is the only one left.
+				o.accountOf(x.heldFrom)
+			}
 			if b := x.book; b != nil {
 				for _, a := range b.accts {
 					out = append(out, routed{to: o.owner, inc: a.inc, kind: KindReport, rule: t.rule.Name,
@@ -168,29 +166,29 @@ func (t *Table) roundOwned(now int64, since uint64, out []routed) []routed {
 					e: Entry{Key: s.key, Window: s.idx, Admitted: x.held[1], Prev: x.held[0]}})
 			}
 			x.held, x.heldFrom = [2]int64{}, 0
-			if _, standby := t.fleet.Load().rank(s.key); standby != t.self || x.book == nil {
-				x.book = nil
-			} else {
-				// The new owner's standby keeps what only it then holds:
-				// the counts of incarnations no longer live. Live ones
-				// report to the new owner themselves.
+			if x.book != nil {
+				// What no live node reports is kept, and sent again
+				// whenever the owner changes or its stream breaks: the
+				// report that carried it may be lost, or reach an owner
+				// that restarts and forgets it. Live nodes report their
+				// own counts to the new owner themselves.
 				x.book.keep(func(a *account) bool { return !alive(a.inc) })
 				if len(x.book.accts) == 0 {
 					x.book = nil
 				}
 			}
 			o.trim()
-			o.handover = false
+			// This node reports too, its own counts or none: the
+			// answer tells it the fleet's counts, which it holds a
+			// part of and would otherwise not hear while it does not
+			// check the key itself.
+			o.handover, o.moved = false, true
 		}
 		if o.moved || o.unacked || o.stranded || o.last > 0 || o.grant > s.own[1] || o.ext != nil && (o.ext.rate > 0 || o.ext.next > 0) || changedSince(s.ver[1], since) || changedSince(s.ver[0], since) {
 			out = append(out, routed{to: o.owner, inc: t.self, kind: KindReport, rule: t.rule.Name, e: t.reportEntry(s, 0)})
 			o.moved, o.unacked, o.stranded = false, false, false
 		}
 	})
-	t.fwdMu.Lock()
-	out = append(out, t.fwd...)
-	t.fwd = t.fwd[:0]
-	t.fwdMu.Unlock()
 	return out
 }
 
@@ -266,6 +264,10 @@ func (t *Table) resendTo(id uint32) {
 			}
 			if o.owner == id {
 				o.moved = true
+				if o.bookOf() != nil {
+					// Counts of others this node holds for the owner.
+					o.handover = true
+				}
 			}
 			if o.bookOf() != nil {
 				if o.bookOf().standby == id {
@@ -302,28 +304,25 @@ func (t *Table) mergeForeign(inc uint32, e *Entry, now int64, booked bool) bool 
 	}
 	defer sh.mu.Unlock()
 	if o := t.lease(s); o.owner != t.self && !booked {
-		t.fwdMu.Lock()
-		t.fwd = t.foreign(s, inc, e, t.fwd)
-		t.fwdMu.Unlock()
+		t.foreign(s, inc, e)
 		return true
 	}
 	t.book(s, inc, e)
 	return true
 }
 
-// foreign passes counts of incarnation inc for key s on to the key's
-// owner, appended to out, or books them if this node is the owner; the
-// shard is locked.
-func (t *Table) foreign(s *slot, inc uint32, e *Entry, out []routed) []routed {
+// foreign books counts of incarnation inc for key s, and if this node does
+// not own the key passes them on to its owner at the next round; the shard
+// is locked.
+func (t *Table) foreign(s *slot, inc uint32, e *Entry) {
 	if inc == t.self {
-		return out
+		return
 	}
-	if o := t.lease(s); o.owner != t.self {
-		return append(out, routed{to: o.owner, inc: inc, kind: KindReport, rule: t.rule.Name,
-			e: Entry{Key: s.key, Window: e.Window, Admitted: e.Admitted, Prev: e.Prev}})
-	}
+	o := t.lease(s)
 	t.book(s, inc, e)
-	return out
+	if o.owner != t.self {
+		o.handover = true
+	}
 }
 
 // book folds counts of incarnation inc into the key's book; the shard is

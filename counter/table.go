@@ -40,10 +40,6 @@ type Table struct {
 	nextSync atomic.Int64
 	// fleet is the members keys have owners among (owner allocation).
 	fleet atomic.Pointer[fleet]
-	// fwd holds counts of other incarnations due to the owners of their
-	// keys at the next round.
-	fwdMu sync.Mutex
-	fwd   []routed
 
 	// keys are the table's keys, and shards their shards. A table that
 	// replaces another for a changed rule with the same window shares
