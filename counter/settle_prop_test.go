@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-// TestViewsSettleAfterFaults runs a fleet of three owner-allocated
+// TestViewsSettleAfterFaults runs a fleet of three to five owner-allocated
 // replicas through random checks, saves, crashes, restarts from the state
 // last saved, partitions, heals, memberships that learn of each change in
 // any order, streams that reopen late and pulls of a peer's state, as the
@@ -27,7 +27,7 @@ import (
 // SETTLE_TRACE=KEY adds every message about KEY to a failure's steps.
 func TestViewsSettleAfterFaults(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		m := newFaultModel(rt, 3)
+		m := newFaultModel(rt, rapid.IntRange(3, 5).Draw(rt, "nodes"))
 		steps := rapid.IntRange(1, 60).Draw(rt, "steps")
 		for range steps {
 			m.step()
