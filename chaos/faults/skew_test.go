@@ -21,7 +21,9 @@ import (
 // skew's length of that first window, spending up to its rate × skew of a
 // fresh budget that later windows give back. So its ceiling is
 // count + max(count × skew ÷ window, r × skew) + 10 %, where r is the
-// skewed node's rate on the rule.
+// skewed node's rate on the rule. The floor holds for windows whose checks
+// asked for more than the ceiling: a machine too busy to make them is not
+// the fleet refusing.
 func TestClockSkew(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 3-node fleets for ~16 s")
@@ -62,6 +64,15 @@ func TestClockSkew(t *testing.T) {
 				return r.D.At
 			}
 			tally := Count(recs, "api", w, trueAt, nil)
+			// The hits asked for in each true window: a machine too busy
+			// to make the checks leaves a window short of demand, and the
+			// floor is for windows whose demand exceeded the count.
+			asked := map[int64]int64{}
+			for _, r := range recs {
+				if r.Rule == "api" {
+					asked[window.Index(trueAt(r), w)] += r.Hits
+				}
+			}
 			byNode := Count(recs, "api", w, DecidedAt, nil)
 			windows := tally.Windows()
 			hi, lo := count+skewPart+slack, count-skewPart-slack
@@ -92,9 +103,13 @@ func TestClockSkew(t *testing.T) {
 				if i == len(windows)-1 {
 					continue
 				}
+				if asked[idx] < hi {
+					t.Logf("true window %d: only %d hits asked (the load fell behind), %d admitted: no floor", i, asked[idx], all)
+					continue
+				}
 				least = min(least, all)
 				if all < lo {
-					t.Errorf("true window %d: the fleet admitted only %d, floor %d", i, all, lo)
+					t.Errorf("true window %d: the fleet admitted only %d of %d asked, floor %d", i, all, asked[idx], lo)
 				}
 			}
 			_, worstByNode := byNode.Worst()
