@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/cluster/internal/strictapi"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -102,12 +103,58 @@ func (s *limiterService) CheckBatch(ctx context.Context, req *sluicev1.CheckBatc
 	results := make([]sluicev1.CheckResponse, len(checks))
 	durations := make([]durationpb.Duration, 2*len(checks))
 	out := &sluicev1.CheckBatchResponse{Results: make([]*sluicev1.CheckResponse, len(checks))}
+	strict, err := s.checkStrictTogether(ctx, checks)
+	if err != nil {
+		return nil, err
+	}
 	for i, c := range checks {
-		d, err := s.node.Allow(ctx, c.GetRule(), c.GetKey(), c.GetHits())
-		if err != nil {
-			return nil, s.refuse(err, fmt.Sprintf("checks[%d]: ", i))
+		d, ok := strict[i]
+		if !ok {
+			if d, err = s.node.Allow(ctx, c.GetRule(), c.GetKey(), c.GetHits()); err != nil {
+				return nil, s.refuse(err, fmt.Sprintf("checks[%d]: ", i))
+			}
 		}
 		out.Results[i] = fillResponse(&results[i], d, durations[2*i:2*i+2])
+	}
+	return out, nil
+}
+
+// checkStrictTogether decides a batch's checks under strict rules with one
+// limit in one entry of the log, each on its own and in order, when there
+// are several: decided one by one, each would wait for a commit of its
+// own. Checks under other rules do not share their counts, so deciding the
+// strict ones first changes no decision. It returns the decisions by index
+// in the batch, none when the batch has fewer than two such checks or the
+// log does not decide them all.
+func (s *limiterService) checkStrictTogether(ctx context.Context, checks []*sluicev1.CheckRequest) (map[int]Decision, error) {
+	if s.node.strict == nil || len(checks) < 2 {
+		return nil, nil
+	}
+	x := s.node.index.Load()
+	var idx []int
+	for i, c := range checks {
+		if x.strictSingle(c.GetRule()) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) < 2 {
+		return nil, nil
+	}
+	cs := make([]strictapi.Check, len(idx))
+	for k, i := range idx {
+		cs[k] = strictapi.Check{Rule: checks[i].GetRule(), Key: checks[i].GetKey(), Hits: checks[i].GetHits()}
+	}
+	ds := make([]Decision, len(idx))
+	ok, err := s.node.allowStrictEach(ctx, cs, ds)
+	if err != nil {
+		return nil, s.refuse(err, fmt.Sprintf("checks[%d]: ", idx[0]))
+	}
+	if !ok {
+		return nil, nil
+	}
+	out := make(map[int]Decision, len(idx))
+	for k, i := range idx {
+		out[i] = ds[k]
 	}
 	return out, nil
 }

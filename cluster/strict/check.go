@@ -85,16 +85,27 @@ type groupAnswer struct {
 // check but the last joined to the next) or, when no leader answers in
 // time, by their fail modes.
 func (g *strictGroup) checkAllAt(ctx context.Context, parts []strictPart) groupAnswer {
+	return g.checkRunAt(ctx, parts, true)
+}
+
+// checkRunAt decides parts in one run of the log, all or nothing if joined,
+// else each on its own; when no leader answers in time, by their fail
+// modes, all or nothing if joined.
+func (g *strictGroup) checkRunAt(ctx context.Context, parts []strictPart, joined bool) groupAnswer {
 	wait, cancel := context.WithDeadline(ctx, giveUpAt(ctx, time.Now(), g.e.set.Timeout))
 	defer cancel()
 	failMode := func(sent bool) groupAnswer {
-		ds, err := g.failModeAll(parts)
+		if joined {
+			ds, err := g.failModeAll(parts)
+			return groupAnswer{ds: ds, err: err, sent: sent}
+		}
+		ds, err := g.failModeEach(parts)
 		return groupAnswer{ds: ds, err: err, sent: sent}
 	}
 	checks := make([]*sluicev1.StrictCheck, len(parts))
 	for i, pt := range parts {
 		checks[i] = &sluicev1.StrictCheck{Id: g.e.self.Boot ^ g.nextID.Add(1), Rule: pt.rule.Name, Key: pt.key,
-			Hits: pt.hits, WithNext: i < len(parts)-1}
+			Hits: pt.hits, WithNext: joined && i < len(parts)-1}
 	}
 	p := &strictPending{checks: checks, done: make(chan strictOutcome, 1)}
 	for {
@@ -239,6 +250,20 @@ func (g *strictGroup) failModeAll(parts []strictPart) ([]window.Decision, error)
 			g.outside.Store(true)
 			break
 		}
+	}
+	return ds, nil
+}
+
+// failModeEach answers checks no leader could decide in time each on its
+// own, by its rule's fail mode, in order: a refusal gives nothing back.
+func (g *strictGroup) failModeEach(parts []strictPart) ([]window.Decision, error) {
+	ds := make([]window.Decision, len(parts))
+	for i := range parts {
+		d, err := g.failModeAll(parts[i : i+1])
+		if err != nil {
+			return nil, err
+		}
+		ds[i] = d[0]
 	}
 	return ds, nil
 }

@@ -109,3 +109,50 @@ func TestFailModeAllIsAllOrNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestFailModeEachIsIndependent checks the answer, without a leader, to a
+// batch's checks decided each on its own: each by its rule's fail mode, and
+// a refusal gives back nothing the others counted.
+func TestFailModeEachIsIndependent(t *testing.T) {
+	now := int64(1_900_000_000)*int64(time.Second) + int64(30*time.Second)
+	rule := func(name string, count int64, fm window.FailMode) window.Rule {
+		return window.Rule{Name: name, Count: count, Window: time.Minute, Type: window.Fixed,
+			SyncInterval: window.Strict, FailMode: fm}
+	}
+	local := rule("local", 3, window.FailLocal)
+	closed := rule("closed", 5, window.FailClosed)
+	open := rule("open", 5, window.FailOpen)
+	rp, err := counter.NewReplica(counter.Config{Self: counter.Incarnation{Node: "n", Boot: 1},
+		Rules: []window.Rule{local, closed, open}, Start: now - int64(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := false
+	e := &engine{h: stillHost{now: now, changed: &changed}, replica: rp, c: &strictapi.Counters{},
+		set: strictapi.Settings{Timeout: time.Second}}
+	g := &strictGroup{e: e}
+	parts := []strictPart{{local, "k", 2}, {closed, "k", 1}, {local, "k", 2}, {open, "k", 1}, {local, "k", 1}}
+	want := []struct {
+		allowed bool
+		path    window.Path
+	}{{true, window.PathFailLocal}, {false, window.PathFailClosed}, {false, window.PathFailLocal},
+		{true, window.PathFailOpen}, {true, window.PathFailLocal}}
+	ds, err := g.failModeEach(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range ds {
+		if d.Allowed != want[i].allowed || d.Path != want[i].path {
+			t.Errorf("check %d: allowed %v on %v, want %v on %v", i, d.Allowed, d.Path, want[i].allowed, want[i].path)
+		}
+	}
+	if own, _ := rp.Table("local").Counts("k", now); own.Curr != 3 {
+		t.Errorf("local holds %d, want the 3 its admitted checks counted", own.Curr)
+	}
+	if got := e.c.StrictFailovers.Load(); got != int64(len(parts)) {
+		t.Errorf("%d fail-mode answers counted, want %d", got, len(parts))
+	}
+	if !changed || !g.outside.Load() {
+		t.Errorf("counts marked changed %v, outside %v; want both", changed, g.outside.Load())
+	}
+}

@@ -153,6 +153,17 @@ func (e *engine) Allow(ctx context.Context, rule, key string, hits int64) (windo
 
 // AllowAll decides checks on strict rules all or nothing.
 func (e *engine) AllowAll(ctx context.Context, checks []strictapi.Check) ([]window.Decision, bool, error) {
+	return e.allowRun(ctx, checks, true)
+}
+
+// AllowEach decides checks on strict rules each on its own, in one run of
+// the log.
+func (e *engine) AllowEach(ctx context.Context, checks []strictapi.Check) ([]window.Decision, bool, error) {
+	return e.allowRun(ctx, checks, false)
+}
+
+// allowRun decides checks in one run of the log, all or nothing if joined.
+func (e *engine) allowRun(ctx context.Context, checks []strictapi.Check, joined bool) ([]window.Decision, bool, error) {
 	g := e.group.Load()
 	if g == nil {
 		return nil, false, nil
@@ -171,7 +182,7 @@ func (e *engine) AllowAll(ctx context.Context, checks []strictapi.Check) ([]wind
 			return nil, true, err
 		}
 	}
-	a := g.checkAllAt(ctx, parts)
+	a := g.checkRunAt(ctx, parts, joined)
 	return a.ds, true, a.err
 }
 

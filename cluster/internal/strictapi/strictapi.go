@@ -133,6 +133,12 @@ type Engine interface {
 	// of the log: a decision per check, in order. strict is false, and
 	// nothing is decided, when a rule is not one of them.
 	AllowAll(ctx context.Context, checks []Check) (ds []window.Decision, strict bool, err error)
+	// AllowEach decides checks on strict rules each on its own, in order,
+	// in one run of the log: a batch's checks wait for one entry, not one
+	// each. When no leader answers in time each is answered by its own
+	// rule's fail mode. strict is false, and nothing is decided, when a
+	// rule is not one of them.
+	AllowEach(ctx context.Context, checks []Check) (ds []window.Decision, strict bool, err error)
 	// SyncRules, on the leader, brings the log's rules in line with the
 	// node's at once.
 	SyncRules(ctx context.Context)
@@ -154,7 +160,8 @@ type Engine interface {
 	Close()
 }
 
-// Check is one of the checks Engine.AllowAll decides together.
+// Check is one of the checks Engine.AllowAll or Engine.AllowEach decides
+// together.
 type Check struct {
 	Rule, Key string
 	Hits      int64

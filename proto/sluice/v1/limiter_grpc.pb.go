@@ -49,7 +49,9 @@ type LimiterClient interface {
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 	// CheckBatch decides several checks in one round trip. Each check is
 	// decided independently, in order, as if sent with Check one after the
-	// other. If any check is invalid, the whole batch fails before anything
+	// other; the checks under strict rules go into one entry of the log
+	// together, so that the batch waits for one commit, not one a check.
+	// If any check is invalid, the whole batch fails before anything
 	// is spent, with the code Check would return (INVALID_ARGUMENT or
 	// NOT_FOUND) and a message naming the check's index. A batch holds at most
 	// 1000 checks.
@@ -121,7 +123,9 @@ type LimiterServer interface {
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
 	// CheckBatch decides several checks in one round trip. Each check is
 	// decided independently, in order, as if sent with Check one after the
-	// other. If any check is invalid, the whole batch fails before anything
+	// other; the checks under strict rules go into one entry of the log
+	// together, so that the batch waits for one commit, not one a check.
+	// If any check is invalid, the whole batch fails before anything
 	// is spent, with the code Check would return (INVALID_ARGUMENT or
 	// NOT_FOUND) and a message naming the check's index. A batch holds at most
 	// 1000 checks.
