@@ -317,6 +317,18 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64, pooled bool) (grant
 			rate = max(min(n.Prev-b.rates(i), mulDiv(n.Prev, need, total)), 0)
 		}
 		left := free - want
+		if left > 0 && rate > 0 {
+			// The room goes out over the owner's round, to the nodes
+			// still to be answered in it, whose reports come spread
+			// over the round: shares of the whole fleet's need would
+			// leave a part of the room with the owner, round after round,
+			// while the released budget piles up there unspent. Each
+			// node's part of it stays within its need.
+			every := int64(t.syncEvery())
+			if since := c.now - (t.nextSync.Load() - every); since >= 0 && since < every {
+				total = max(need, mulDivUp(total, every-since, every))
+			}
+		}
 		if left > 0 {
 			// A share of half the room by demand, so that the others find
 			// room too, but at least the node's need where every node's
@@ -334,6 +346,9 @@ func (t *Table) grantFor(s *slot, i int, c clock, ask int64, pooled bool) (grant
 				// full. A node far from its owner keeps its share: it
 				// cannot ask in time for more.
 				share = min(share, max(need-mulDiv(rate, int64(t.rule.SyncInterval), int64(w)), 0))
+			}
+			if rate > 0 {
+				share = min(share, need)
 			}
 			want += min(2*need, share, (left+1)/2)
 		}
