@@ -2,13 +2,10 @@ package cluster_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/cluster"
-	"github.com/sluicehq/sluice/cluster/strict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -23,14 +20,7 @@ func TestAllowAllStrictPartLast(t *testing.T) {
 	pay := window.Rule{Name: "pay", Count: 3, Window: time.Hour, Type: window.Fixed, SyncInterval: window.Strict}
 	pay2 := window.Rule{Name: "pay2", Count: 3, Window: time.Hour, Type: window.Fixed, SyncInterval: window.Strict}
 	burst := window.Rule{Name: "burst", Count: 10, Window: time.Hour, Type: window.Fixed}
-	at := time.Date(2030, 1, 1, 12, 30, 0, 0, time.UTC)
-	nd, err := cluster.Start(context.Background(), cluster.Config{Name: "solo", Rules: []window.Rule{pay, pay2, burst},
-		Strict: strict.Mode{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now: func() time.Time { return at }, StrictTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nd.Close()
+	nd := startSoloStrict(t, pay, pay2, burst)
 	ctx := context.Background()
 	// The strict part first in the list: it is still decided last.
 	checks := []cluster.Check{{Rule: "pay", Key: "acct", Hits: 2}, {Rule: "burst", Key: "acct", Hits: 2}}

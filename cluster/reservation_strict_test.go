@@ -2,13 +2,9 @@ package cluster_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/cluster"
-	"github.com/sluicehq/sluice/cluster/strict"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -21,14 +17,7 @@ func TestCancelStrictIsANoOp(t *testing.T) {
 	rule := window.Rule{Name: "pay", Count: 5, Window: time.Hour, Type: window.Fixed, SyncInterval: window.Strict}
 	// A fixed clock far from an hour's boundary, and a check that waits for
 	// the log as long as a test waits for anything.
-	at := time.Date(2030, 1, 1, 12, 30, 0, 0, time.UTC)
-	nd, err := cluster.Start(context.Background(), cluster.Config{Name: "solo", Rules: []window.Rule{rule},
-		Strict: strict.Mode{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now: func() time.Time { return at }, StrictTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nd.Close()
+	nd := startSoloStrict(t, rule)
 	lim, err := nd.Limiter("pay")
 	if err != nil {
 		t.Fatal(err)
