@@ -1,6 +1,7 @@
 package counter
 
 import (
+	"math"
 	"math/big"
 	"testing"
 	"time"
@@ -125,5 +126,42 @@ func TestLineStop(t *testing.T) {
 	}
 	if got := (line{base: 5, rate: 100, from: end - 10, stop: end - 20}).at(end, end, w); got != 5 {
 		t.Errorf("a line granted after its stop grows to %d, want its base 5", got)
+	}
+}
+
+// TestLineRate checks that the nodes' parts of the decay add up to it:
+// each part is its exact share rounded down or up, never further, and
+// over many nodes the parts sum to about the decay, where shares rounded
+// down fall short by up to a hit each.
+func TestLineRate(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		prev, need, nodes int64
+	}{
+		{"exact shares", 420, 1, 60},
+		{"63 nodes of 6.76", 426, 1, 63},
+		{"uneven needs", 500, 3, 40},
+		{"under a hit each", 30, 1, 64},
+		{"two nodes", 45, 5, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			total := tc.need * tc.nodes
+			exact := float64(tc.prev*tc.need) / float64(total)
+			for idx := int64(100); idx < 110; idx++ {
+				sum := int64(0)
+				for inc := uint32(1); inc <= uint32(tc.nodes); inc++ {
+					r := lineRate(tc.prev, tc.need, total, inc, idx)
+					if float64(r) < exact-1 || float64(r) > exact+1 || (exact == float64(int64(exact)) && float64(r) != exact) {
+						t.Fatalf("window %d, node %d: rate %d, exact share %.2f", idx, inc, r, exact)
+					}
+					sum += r
+				}
+				// The sum of rounded-down shares misses by the fractions;
+				// the dithered sum is off by far less, in either direction.
+				if diff := math.Abs(float64(sum - tc.prev)); diff > 2*math.Sqrt(float64(tc.nodes))+1 {
+					t.Errorf("window %d: the rates sum to %d, the decay is %d", idx, sum, tc.prev)
+				}
+			}
+		})
 	}
 }
